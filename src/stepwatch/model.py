@@ -1,0 +1,187 @@
+"""Shared types every layer speaks: series keys, sample batches, events, runs.
+
+Kept free of I/O so that the SDK, the wire codec, the store and the server can
+all import it without pulling each other in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "NO_STEP",
+    "ALIASES",
+    "Event",
+    "Run",
+    "RunStatus",
+    "SampleBatch",
+    "SeriesKey",
+    "canonical_name",
+    "validate_label",
+]
+
+#: Step column value meaning "this sample has no optimizer step" (hardware metrics).
+NO_STEP = -1
+
+#: Users' bare names and the vocabulary names they stand for (../ANOMALIES.md).
+ALIASES: dict[str, str] = {
+    "loss": "train.loss",
+    "lr": "train.lr",
+    "learning_rate": "train.lr",
+    "grad_norm": "train.grad_norm",
+    "tokens_per_s": "train.tokens_per_s",
+    "step_time_s": "train.step_time_s",
+    "data_time_s": "train.data_time_s",
+    "compute_time_s": "train.compute_time_s",
+    "comm_time_s": "train.comm_time_s",
+}
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,199}$")
+_LABEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class RunStatus:
+    """The states a run goes through; strings so they read well in JSON and SQL."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    KILLED = "killed"
+    ALL = (RUNNING, FINISHED, FAILED, KILLED)
+
+
+def canonical_name(name: str) -> str:
+    """Map a user's metric name onto the vocabulary, rejecting names we cannot store."""
+    if not isinstance(name, str):
+        raise TypeError(f"metric name must be a str, got {type(name).__name__}")
+    name = ALIASES.get(name, name)
+    if not _NAME_RE.match(name):
+        raise ValueError(
+            f"invalid metric name {name!r}: use letters, digits and . _ : / -, "
+            "starting with a letter or _, at most 200 characters"
+        )
+    return name
+
+
+def validate_label(key: str, value: object) -> str:
+    """Return the label value as a string, or raise a clear error for a bad label."""
+    if not isinstance(key, str) or not _LABEL_RE.match(key):
+        raise ValueError(f"invalid label name {key!r}: use [A-Za-z_][A-Za-z0-9_]*")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"label {key!r} must be a str or int, got {type(value).__name__}")
+    text = str(value)
+    if len(text) > 256:
+        raise ValueError(f"label {key!r} is longer than 256 characters")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesKey:
+    """A metric name plus its labels (run, node, rank, gpu, ...), sorted so equal keys hash equal."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, name: str, labels: Mapping[str, object] | None = None) -> SeriesKey:
+        checked = {k: validate_label(k, v) for k, v in (labels or {}).items()}
+        return cls(canonical_name(name), tuple(sorted(checked.items())))
+
+    def label(self, key: str) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "labels": dict(self.labels)}
+
+
+@dataclass(slots=True)
+class Event:
+    """Something that happened at a point in time: a log line, a checkpoint, an alert, an action."""
+
+    ts: float
+    kind: str
+    text: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts,
+            "kind": self.kind,
+            "text": self.text,
+            "labels": dict(self.labels),
+            "data": dict(self.data),
+        }
+
+
+@dataclass(slots=True)
+class SampleBatch:
+    """The unit of transport and idempotency: (source, seq) plus typed columns.
+
+    Column ``series`` indexes into ``keys``; ``step`` is NO_STEP where a sample
+    has no optimizer step. Values keep NaN and +-Inf.
+    """
+
+    source: str
+    seq: int
+    keys: list[SeriesKey]
+    series: np.ndarray  # uint32
+    ts: np.ndarray  # float64
+    step: np.ndarray  # int64
+    value: np.ndarray  # float64
+    events: list[Event] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.series.shape[0])
+
+    def check(self) -> None:
+        """Raise ValueError when the columns disagree with each other or with the keys."""
+        n = len(self)
+        for col in ("ts", "step", "value"):
+            if getattr(self, col).shape != (n,):
+                raise ValueError(f"column {col!r} has {getattr(self, col).shape[0]} rows, expected {n}")
+        if n and int(self.series.max()) >= len(self.keys):
+            raise ValueError(
+                f"series index {int(self.series.max())} out of range: batch defines {len(self.keys)} series"
+            )
+        if n and not np.isfinite(self.ts).all():
+            raise ValueError("timestamps must be finite numbers of seconds")
+        if self.seq < 0:
+            raise ValueError("seq must be >= 0")
+
+
+@dataclass(slots=True)
+class Run:
+    """A training run as the store and API know it."""
+
+    id: str
+    project: str = "default"
+    name: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    status: str = RunStatus.RUNNING
+    start: float = 0.0
+    end: float | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    planned_total_steps: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "name": self.name,
+            "config": self.config,
+            "status": self.status,
+            "start": self.start,
+            "end": self.end,
+            "labels": dict(self.labels),
+            "planned_total_steps": self.planned_total_steps,
+        }
+

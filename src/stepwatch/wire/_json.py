@@ -1,0 +1,96 @@
+"""JSON batches for simple clients (curl, scripts), and the JSON spelling of non-finite numbers.
+
+JSON has no NaN or infinity, so values may also be the strings "NaN", "Inf",
+"+Inf" or "-Inf" (Prometheus' spelling); responses use the same strings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..model import NO_STEP, SampleBatch, SeriesKey
+from ._binary import event_from_dict
+from ._errors import WireError
+
+CONTENT_TYPE = "application/json"
+
+_SPECIAL = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+            "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+
+
+def parse_value(raw: Any, where: str) -> float:
+    """A sample value from JSON: a number or one of the non-finite spellings."""
+    if isinstance(raw, bool):
+        raise WireError(f"{where}: value must be a number, got a boolean")
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    if isinstance(raw, str) and raw.lower() in _SPECIAL:
+        return _SPECIAL[raw.lower()]
+    raise WireError(f"{where}: value must be a number or 'NaN'/'Inf'/'-Inf', got {raw!r:.40}")
+
+
+def json_number(x: float) -> float | str:
+    """The inverse of parse_value, for responses: finite floats stay numbers."""
+    if math.isfinite(x):
+        return x
+    if math.isnan(x):
+        return "NaN"
+    return "+Inf" if x > 0 else "-Inf"
+
+
+def decode_json(body: bytes, now: Callable[[], float] = time.time) -> SampleBatch:
+    """Decode a JSON batch ``{"source", "seq", "samples": [...], "events": [...]}``."""
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise WireError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise WireError("body must be a JSON object with 'source', 'seq' and 'samples'")
+    if doc.get("version", 1) != 1:
+        raise WireError(f"unsupported batch version {doc.get('version')!r}: this server reads version 1")
+    source, seq = doc.get("source"), doc.get("seq")
+    if not isinstance(source, str) or not source:
+        raise WireError("field 'source' must be a non-empty string")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise WireError("field 'seq' must be a non-negative integer")
+    samples, events = doc.get("samples", []), doc.get("events", [])
+    if not isinstance(samples, list) or not isinstance(events, list):
+        raise WireError("fields 'samples' and 'events' must be lists")
+    index: dict[SeriesKey, int] = {}
+    n = len(samples)
+    series = np.empty(n, np.uint32)
+    ts = np.empty(n, np.float64)
+    step = np.full(n, NO_STEP, np.int64)
+    value = np.empty(n, np.float64)
+    default_ts = now()
+    for i, s in enumerate(samples):
+        where = f"samples[{i}]"
+        if not isinstance(s, dict):
+            raise WireError(f"{where} must be an object with 'name' and 'value'")
+        try:
+            key = SeriesKey.of(s.get("name"), s.get("labels") or {})  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise WireError(f"{where}: {exc}") from None
+        series[i] = index.setdefault(key, len(index))
+        if "value" not in s:
+            raise WireError(f"{where}: missing 'value'")
+        value[i] = parse_value(s["value"], where)
+        t = s.get("ts", default_ts)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise WireError(f"{where}: 'ts' must be a finite number of seconds")
+        ts[i] = t
+        st = s.get("step")
+        if st is not None:
+            if isinstance(st, bool) or not isinstance(st, int) or st < 0:
+                raise WireError(f"{where}: 'step' must be a non-negative integer")
+            step[i] = st
+    batch = SampleBatch(source, seq, list(index), series, ts, step, value,
+                        [event_from_dict(e) for e in events])
+    batch.check()
+    return batch
