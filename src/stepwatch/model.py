@@ -82,7 +82,7 @@ def validate_label(key: str, value: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SeriesKey:
-    """A metric name plus its labels (run, node, rank, gpu, ...), sorted so equal keys hash equal."""
+    """A metric name plus its labels (run, node, rank, gpu...), sorted: equal keys hash equal."""
 
     name: str
     labels: tuple[tuple[str, str], ...] = ()
@@ -147,10 +147,13 @@ class SampleBatch:
         n = len(self)
         for col in ("ts", "step", "value"):
             if getattr(self, col).shape != (n,):
-                raise ValueError(f"column {col!r} has {getattr(self, col).shape[0]} rows, expected {n}")
+                raise ValueError(
+                    f"column {col!r} has {getattr(self, col).shape[0]} rows, expected {n}"
+                )
         if n and int(self.series.max()) >= len(self.keys):
             raise ValueError(
-                f"series index {int(self.series.max())} out of range: batch defines {len(self.keys)} series"
+                f"series index {int(self.series.max())} out of range: "
+                f"batch defines {len(self.keys)} series"
             )
         if n and not np.isfinite(self.ts).all():
             raise ValueError("timestamps must be finite numbers of seconds")
@@ -184,4 +187,3 @@ class Run:
             "labels": dict(self.labels),
             "planned_total_steps": self.planned_total_steps,
         }
-

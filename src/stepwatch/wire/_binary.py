@@ -9,7 +9,8 @@ Layout (all integers little-endian)::
     0      3   magic  b"SWB"
     3      1   version (1)
     4      4   header length H (u32)
-    8      H   header: UTF-8 JSON {"source", "seq", "n", "keys": [[name, {labels}]...], "events": [...]}
+    8      H   header: UTF-8 JSON {"source", "seq", "n", "keys": [[name, {labels}]...],
+                                   "events": [...]}
     8+H    P   zero padding to a multiple of 8
     ...   8n   value  float64[n]   (NaN and +-Inf kept)
     ...   8n   ts     float64[n]   (seconds since the epoch)
@@ -70,7 +71,13 @@ def encode(
     if not (len(ts) == len(step) == len(series) == n):
         raise WireError("columns must all have the same length")
     header = json.dumps(
-        {"source": source, "seq": seq, "n": n, "keys": [list(k) for k in keys], "events": list(events)},
+        {
+            "source": source,
+            "seq": seq,
+            "n": n,
+            "keys": [list(k) for k in keys],
+            "events": list(events),
+        },
         separators=(",", ":"),
         allow_nan=False,
     ).encode()
@@ -113,7 +120,7 @@ def decode(frame: bytes | memoryview) -> SampleBatch:
     if version != VERSION:
         raise WireError(f"unsupported batch version {version}: this server reads version {VERSION}")
     (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
-    if zlib.crc32(view[:-_CRC.size]) != crc:
+    if zlib.crc32(view[: -_CRC.size]) != crc:
         raise WireError("checksum mismatch: the batch is truncated or corrupted")
     start = _PREFIX.size
     if start + hlen > len(view) - _CRC.size:
@@ -193,4 +200,6 @@ def event_from_dict(raw: Any) -> Event:
         SeriesKey.of("event", labels)
     except (TypeError, ValueError) as exc:
         raise WireError(f"bad event label: {exc}") from None
-    return Event(ts=float(ts), kind=kind, text=text, labels={k: str(v) for k, v in labels.items()}, data=data)
+    return Event(
+        ts=float(ts), kind=kind, text=text, labels={k: str(v) for k, v in labels.items()}, data=data
+    )

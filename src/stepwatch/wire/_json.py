@@ -20,8 +20,15 @@ from ._errors import WireError
 
 CONTENT_TYPE = "application/json"
 
-_SPECIAL = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
-            "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+_SPECIAL = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-infinity": -math.inf,
+}
 
 
 def parse_value(raw: Any, where: str) -> float:
@@ -53,7 +60,9 @@ def decode_json(body: bytes, now: Callable[[], float] = time.time) -> SampleBatc
     if not isinstance(doc, dict):
         raise WireError("body must be a JSON object with 'source', 'seq' and 'samples'")
     if doc.get("version", 1) != 1:
-        raise WireError(f"unsupported batch version {doc.get('version')!r}: this server reads version 1")
+        raise WireError(
+            f"unsupported batch version {doc.get('version')!r}: this server reads version 1"
+        )
     source, seq = doc.get("source"), doc.get("seq")
     if not isinstance(source, str) or not source:
         raise WireError("field 'source' must be a non-empty string")
@@ -90,7 +99,8 @@ def decode_json(body: bytes, now: Callable[[], float] = time.time) -> SampleBatc
             if isinstance(st, bool) or not isinstance(st, int) or st < 0:
                 raise WireError(f"{where}: 'step' must be a non-negative integer")
             step[i] = st
-    batch = SampleBatch(source, seq, list(index), series, ts, step, value,
-                        [event_from_dict(e) for e in events])
+    batch = SampleBatch(
+        source, seq, list(index), series, ts, step, value, [event_from_dict(e) for e in events]
+    )
     batch.check()
     return batch
