@@ -1,0 +1,7 @@
+"""The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
+
+from ._catalogue import SeriesInfo
+from ._errors import StoreError
+from ._store import Store
+
+__all__ = ["SeriesInfo", "Store", "StoreError"]

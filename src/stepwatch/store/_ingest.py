@@ -1,0 +1,132 @@
+"""Turning sample batches into column tables for one insert, before any write happens.
+
+Everything that can reject a batch (shape, ranges, unserialisable event data)
+runs here, so a failure leaves the store untouched; the writes that follow are
+plain appends of Arrow tables, column-wise, never a Python loop per sample.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..model import NO_STEP, Event, SampleBatch
+from ._catalogue import Catalogue
+
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("rid", pa.int64()),
+        ("series", pa.int32()),
+        ("ts", pa.float64()),
+        ("step", pa.int64()),
+        ("value", pa.float64()),
+    ]
+)
+SERIES_SCHEMA = pa.schema(
+    [("id", pa.int32()), ("grp", pa.int32())]
+    + [(c, pa.string()) for c in ("name", "run", "node", "rank", "gpu", "labels")]
+)
+EVENTS_SCHEMA = pa.schema(
+    [("ts", pa.float64())] + [(c, pa.string()) for c in ("kind", "text", "run", "labels", "data")]
+)
+
+
+@dataclass(slots=True)
+class Prepared:
+    """What one ``apply`` call will write, and the in-memory state once it has committed."""
+
+    accepted: list[bool]
+    catalogue: Catalogue
+    series: pa.Table
+    samples: pa.Table
+    events: pa.Table
+    seqs: dict[str, int]
+    next_rid: int
+
+
+def rows_table(rows: Sequence[Sequence[object]], schema: pa.Schema) -> pa.Table:
+    """An Arrow table from a few Python rows (catalogue entries, events)."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    return pa.table([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema)
+
+
+def event_row(event: Event) -> tuple[object, ...]:
+    """The events table row of one event; raises for data that JSON cannot hold."""
+    return (
+        float(event.ts),
+        str(event.kind),
+        str(event.text),
+        event.labels.get("run"),
+        json.dumps(event.labels, sort_keys=True),
+        json.dumps(event.data, sort_keys=True),
+    )
+
+
+def _check(batch: SampleBatch) -> None:
+    batch.check()
+    if (
+        len(batch)
+        and np.issubdtype(batch.series.dtype, np.signedinteger)
+        and batch.series.min() < 0
+    ):
+        raise ValueError(f"batch {batch.source}/{batch.seq}: negative series index")
+
+
+def _accept(
+    batches: Sequence[SampleBatch], last_seq: Mapping[str, int]
+) -> tuple[list[bool], dict[str, int]]:
+    """Which batches are new (seq above the source's last applied one), and the new last seqs."""
+    accepted: list[bool] = []
+    seqs: dict[str, int] = {}
+    for batch in batches:
+        last = seqs.get(batch.source, last_seq.get(batch.source))
+        ok = last is None or batch.seq > last
+        accepted.append(ok)
+        if ok:
+            seqs[batch.source] = batch.seq
+    return accepted, seqs
+
+
+def _samples(batches: list[SampleBatch], catalogue: Catalogue, first_rid: int) -> pa.Table:
+    """One Arrow table of every sample, series indices mapped to store ids, steps nulled."""
+    parts = [b for b in batches if len(b)]
+    if not parts:
+        return SAMPLES_SCHEMA.empty_table()
+    sid = np.concatenate(
+        [np.array([catalogue.ids[k] for k in b.keys], np.int32)[b.series] for b in parts]
+    )
+    step = np.concatenate([np.asarray(b.step, np.int64) for b in parts])
+    columns = [
+        np.arange(first_rid, first_rid + sid.shape[0], dtype=np.int64),
+        sid,
+        np.concatenate([np.asarray(b.ts, np.float64) for b in parts]),
+        pa.array(step, pa.int64(), mask=step == NO_STEP),
+        np.concatenate([np.asarray(b.value, np.float64) for b in parts]),
+    ]
+    return pa.table(columns, SAMPLES_SCHEMA)
+
+
+def prepare(
+    batches: Sequence[SampleBatch], catalogue: Catalogue, last_seq: Mapping[str, int], rid: int
+) -> Prepared:
+    """Check every batch and build the tables to append; raises before anything is written."""
+    for batch in batches:
+        _check(batch)
+    accepted, seqs = _accept(batches, last_seq)
+    chosen = [b for b, ok in zip(batches, accepted, strict=True) if ok]
+    catalogue, new_series = catalogue.register(k for b in chosen for k in b.keys)
+    samples = _samples(chosen, catalogue, rid)
+    events = rows_table([event_row(e) for b in chosen for e in b.events], EVENTS_SCHEMA)
+    return Prepared(
+        accepted,
+        catalogue,
+        rows_table(new_series, SERIES_SCHEMA),
+        samples,
+        events,
+        seqs,
+        rid + samples.num_rows,
+    )

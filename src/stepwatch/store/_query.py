@@ -1,0 +1,104 @@
+"""Reading series back: raw samples, min/max/last per bucket, the latest sample of each series.
+
+Every function takes a cursor inside a read transaction and the watermark read
+in that same transaction, so tier rows and raw rows never overlap or miss. The
+cursor is the caller's to throw away (tables registered on it go with it).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..model import NO_STEP
+from ._plan import Plan
+from ._schema import TIERS
+
+_NAN = "'nan'::DOUBLE"
+
+
+def raw(
+    cur: duckdb.DuckDBPyConnection,
+    series_id: int,
+    start: float | None,
+    end: float | None,
+    limit: int | None,
+) -> dict[str, np.ndarray]:
+    """Samples of one series in time order; missing steps come back as NO_STEP."""
+    where: list[str] = ["series = ?"]
+    params: list[object] = [series_id]
+    for cond, bound in (("ts >= ?", start), ("ts <= ?", end)):
+        if bound is not None:
+            where.append(cond)
+            params.append(bound)
+    sql = (
+        f"SELECT ts, coalesce(step, {NO_STEP}) AS step, value FROM samples "
+        f"WHERE {' AND '.join(where)} ORDER BY ts, rid"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    got = cur.execute(sql, params).fetchnumpy()
+    return {
+        "ts": np.asarray(got["ts"], np.float64),
+        "step": np.asarray(got["step"], np.int64),
+        "value": np.asarray(got["value"], np.float64),
+    }
+
+
+def _raw_part(plan: Plan, where: str) -> str:
+    finite = "FILTER (WHERE NOT isnan(value))"
+    return f"""SELECT {plan.bucket_sql("ts")} AS qb, min(value) {finite} AS mn,
+        max(value) {finite} AS mx,
+        count(*) AS n, max({{'t': ts, 'r': rid, 'v': value}}) AS l
+        FROM samples WHERE series = ? AND {where} GROUP BY qb"""
+
+
+def downsample(
+    cur: duckdb.DuckDBPyConnection, series_id: int, plan: Plan, watermark: int
+) -> dict[str, np.ndarray]:
+    """Exact min, max (NaN ignored), last and count per bucket of one series."""
+    parts: list[str] = []
+    params: list[object] = []
+    tier = plan.tier_part()
+    if tier is not None:
+        parts.append(
+            f"""SELECT {plan.tier_bucket_sql("b")} AS qb, mn, mx, n,
+            {{'t': last_ts, 'r': last_rid, 'v': last_value}} AS l
+            FROM rollup_{plan.tier} WHERE series = ? AND {tier[0]}"""
+        )
+        params += [series_id, *tier[1]]
+    for where, p in plan.raw_parts(watermark):
+        parts.append(_raw_part(plan, where))
+        params += [series_id, *p]
+    sql = f"""SELECT qb, coalesce(min(mn), {_NAN}) AS mn, coalesce(max(mx), {_NAN}) AS mx,
+        coalesce(max(l).v, {_NAN}) AS last, sum(n)::BIGINT AS n
+        FROM ({" UNION ALL ".join(parts)}) GROUP BY qb ORDER BY qb"""
+    got = cur.execute(sql, params).fetchnumpy()
+    return {
+        "ts": plan.bucket_ts(np.asarray(got["qb"], np.int64)),
+        "min": np.asarray(got["mn"], np.float64),
+        "max": np.asarray(got["mx"], np.float64),
+        "last": np.asarray(got["last"], np.float64),
+        "count": np.asarray(got["n"], np.int64),
+    }
+
+
+def latest(
+    cur: duckdb.DuckDBPyConnection, series_ids: list[int], watermark: int
+) -> list[tuple[int, float, int, float]]:
+    """(series id, ts, step, value) of the newest sample of each series that has one."""
+    cur.register("_ids", pa.table({"series": pa.array(series_ids, pa.int32())}))
+    rows = cur.execute(
+        f"""SELECT series, l.t, coalesce(l.s, {NO_STEP}), l.v FROM (
+                SELECT series, max(l) AS l FROM (
+                    SELECT series, max({{'t': last_ts, 'r': last_rid,
+                                          'v': last_value, 's': last_step}}) AS l
+                    FROM rollup_{TIERS[-1]} JOIN _ids USING (series) GROUP BY series
+                    UNION ALL
+                    SELECT series, max({{'t': ts, 'r': rid, 'v': value, 's': step}})
+                    FROM samples JOIN _ids USING (series) WHERE rid >= ? GROUP BY series)
+                GROUP BY series) ORDER BY series""",
+        [watermark],
+    ).fetchall()
+    return [(int(s), float(t), int(st), float(v)) for s, t, st, v in rows]

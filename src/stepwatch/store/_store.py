@@ -1,0 +1,328 @@
+"""The Store: one DuckDB file, one writer (the collector), queries from any thread."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
+from . import _compact, _percentiles, _query, _runs
+from ._catalogue import Catalogue, SeriesInfo
+from ._errors import StoreError
+from ._ingest import Prepared, prepare
+from ._plan import plan
+from ._schema import ensure_schema
+
+#: apply() compacts by itself once this many rows wait past the watermark.
+AUTO_COMPACT_ROWS = 1_000_000
+#: Rows rolled per compaction transaction, so a backlog never holds the writer for long.
+COMPACT_CHUNK = 4_000_000
+
+#: Resolved paths of the files open in this process: a second Store would fork the counters.
+_OPEN: set[str] = set()
+_OPEN_LOCK = threading.Lock()
+
+
+def _connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """Open and check the file, turning DuckDB's errors into a StoreError that says what."""
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.Error as e:
+        hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
+        raise StoreError(f"cannot open store {path}{hint}: {e}") from e
+    try:
+        ensure_schema(con)
+    except (duckdb.Error, StoreError) as e:
+        con.close()
+        raise StoreError(f"cannot use store {path}: {e}") from e
+    return con
+
+
+class Store:
+    """The embedded time-series store: series catalogue, samples, tiers, runs and events.
+
+    Writes serialise on one lock; every read runs in its own cursor and
+    transaction, so queries from other threads see a consistent snapshot.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._key = str(self.path.resolve())
+        with _OPEN_LOCK:
+            if self._key in _OPEN:
+                raise StoreError(f"store {self.path} is already open in this process")
+            _OPEN.add(self._key)
+        try:
+            self._con = _connect(self.path)
+        except BaseException:
+            with _OPEN_LOCK:
+                _OPEN.discard(self._key)
+            raise
+        self._closed = False
+        with self._txn() as cur:
+            self._load(cur)
+
+    def _load(self, cur: duckdb.DuckDBPyConnection) -> None:
+        self._cat = Catalogue.load(cur)
+        self._seqs: dict[str, int] = dict(cur.execute("SELECT source, seq FROM sources").fetchall())
+        ((watermark, after_last),) = cur.execute(
+            "SELECT value, (SELECT coalesce(max(rid) + 1, 0) FROM samples) "
+            "FROM meta WHERE key = 'watermark'"
+        ).fetchall()
+        self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
+
+    def close(self) -> None:
+        """Close the file; the Store cannot be used afterwards."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._con.close()
+            with _OPEN_LOCK:
+                _OPEN.discard(self._key)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _txn(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor inside a transaction: committed on success, rolled back on error."""
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        cur = self._con.cursor()
+        try:
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+        finally:
+            cur.close()
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, int]]:
+        """A read transaction and the watermark as that transaction sees it."""
+        with self._txn() as cur:
+            ((watermark,),) = cur.execute(
+                "SELECT value FROM meta WHERE key = 'watermark'"
+            ).fetchall()
+            yield cur, int(watermark)
+
+    # ---- ingest -------------------------------------------------------------------------
+
+    def apply(self, batches: Sequence[SampleBatch]) -> list[bool]:
+        """Store new batches in one transaction; False for a duplicate (seq already applied).
+
+        Raises (and stores nothing of any batch) when a batch is malformed.
+        """
+        with self._lock:
+            prep = prepare(batches, self._cat, self._seqs, self._next_rid)
+            if prep.seqs:
+                with self._txn() as cur:
+                    _write(cur, prep)
+                self._cat, self._next_rid = prep.catalogue, prep.next_rid
+                self._seqs.update(prep.seqs)
+            if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
+                self.compact()
+        return prep.accepted
+
+    def last_seq(self, source: str) -> int | None:
+        """The last applied batch sequence number of a source."""
+        return self._seqs.get(source)
+
+    def compact(self) -> None:
+        """Roll every row past the watermark into the tier tables, a chunk per transaction."""
+        while self._compact_chunk():
+            pass
+
+    def _compact_chunk(self) -> bool:
+        with self._lock:
+            lo = self._watermark
+            hi = min(self._next_rid, lo + COMPACT_CHUNK)
+            if hi <= lo:
+                return False
+            with self._txn() as cur:
+                _compact.compact_range(cur, lo, hi)
+            self._watermark = hi
+            return True
+
+    def retain(self, max_age_s: float) -> int:
+        """Delete samples, events and tier rows older than clock() - max_age_s; samples deleted."""
+        with self._lock, self._txn() as cur:
+            return _compact.retain(cur, self._clock() - max_age_s, self._watermark)
+
+    # ---- runs and events ----------------------------------------------------------------
+
+    def upsert_run(self, run: Run) -> None:
+        """Insert or replace a run."""
+        with self._lock, self._txn() as cur:
+            _runs.upsert_run(cur, run)
+
+    def get_run(self, run_id: str) -> Run | None:
+        """The run with this id, or None."""
+        with self._txn() as cur:
+            return _runs.get_run(cur, run_id)
+
+    def list_runs(self, project: str | None = None, status: str | None = None) -> list[Run]:
+        """Runs, newest first, optionally of one project and/or status."""
+        with self._txn() as cur:
+            return _runs.list_runs(cur, project, status)
+
+    def finish_run(self, run_id: str, status: str, end: float | None = None) -> Run:
+        """Set a run's final status and end time (now by default); KeyError if unknown."""
+        if status not in RunStatus.ALL:
+            raise ValueError(f"unknown run status {status!r}; one of {RunStatus.ALL}")
+        with self._lock, self._txn() as cur:
+            run = _runs.get_run(cur, run_id)
+            if run is None:
+                raise KeyError(run_id)
+            run.status, run.end = status, self._clock() if end is None else float(end)
+            _runs.upsert_run(cur, run)
+        return run
+
+    def events(
+        self,
+        run: str | None = None,
+        kind: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int = 1000,
+    ) -> list[Event]:
+        """The newest ``limit`` events matching the filters, oldest first."""
+        with self._txn() as cur:
+            return _runs.events(cur, run, kind, start, end, limit)
+
+    # ---- series queries -----------------------------------------------------------------
+
+    def series(
+        self, name: str | None = None, match: Mapping[str, str] | None = None
+    ) -> list[SeriesInfo]:
+        """Stored series with this name (any if None) whose labels equal ``match``."""
+        return self._cat.select(name, match)
+
+    def raw(
+        self,
+        series_id: int,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Samples of one series in time order: "ts", "step" (NO_STEP where none), "value"."""
+        with self._txn() as cur:
+            return _query.raw(cur, series_id, start, end, limit)
+
+    def downsample(
+        self, series_id: int, start: float, end: float, points: int
+    ) -> dict[str, np.ndarray]:
+        """About ``points`` buckets over [start, end], exact min/max/last/count per bucket.
+
+        Buckets lie on a grid of multiples of their width ("ts" is a bucket's
+        start, so the first may begin before ``start``); only samples within
+        [start, end] count; min and max ignore NaN (NaN when a bucket has only
+        NaN); "last" is the value at the latest ts; empty buckets are omitted.
+        """
+        with self._snapshot() as (cur, watermark):
+            return _query.downsample(cur, series_id, plan(start, end, points), watermark)
+
+    def percentiles(
+        self,
+        name: str,
+        match: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        points: int,
+        qs: Sequence[float] = (0.5, 0.9, 0.99),
+        by: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Quantiles per bucket of the finite samples of every matching series, per ``by`` value.
+
+        Within 1% of numpy.quantile for values of one sign (log-bucketed
+        histograms, see ``_percentiles``); buckets as in ``downsample``.
+        One entry per ``by`` value (a single one when ``by`` is None).
+        """
+        if any(not 0.0 <= q <= 1.0 for q in qs):
+            raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
+        chosen = self._cat.select(name, match)
+        values, series_lbl, group_lbl = _percentiles.label_maps(self._cat, chosen, by)
+        p = plan(start, end, points)
+        with self._snapshot() as (cur, watermark):
+            hist = _percentiles.histogram(cur, p, watermark, series_lbl, group_lbl)
+        return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
+
+    def latest(
+        self, name: str | None = None, match: Mapping[str, str] | None = None
+    ) -> list[tuple[SeriesKey, float, int, float]]:
+        """(key, ts, step, value) of the newest sample of each matching series that has one."""
+        cat = self._cat
+        ids = [i.id for i in cat.select(name, match)]
+        with self._snapshot() as (cur, watermark):
+            rows = _query.latest(cur, ids, watermark)
+        return [(cat.keys[sid], ts, step, value) for sid, ts, step, value in rows]
+
+    # ---- housekeeping -------------------------------------------------------------------
+
+    def export_parquet(self, run_id: str, path: str | Path) -> Path:
+        """Write a run's samples, time ordered, in the columns of a scenario's metrics.parquet
+        (ts, run, name, value, step, node, rank, gpu) plus labels as JSON."""
+        path = Path(path)
+        with self._txn() as cur:
+            cur.execute(
+                """COPY (
+                    SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
+                           TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
+                           c.labels
+                    FROM samples s JOIN series c ON s.series = c.id
+                    WHERE c.run = ? ORDER BY s.ts, s.rid
+                ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
+                [run_id, str(path)],
+            )
+        return path
+
+    def stats(self) -> dict[str, int]:
+        """Sizes: samples, series, runs, events, rows not yet compacted, bytes on disk."""
+        with self._snapshot() as (cur, watermark):
+            ((samples, runs, events),) = cur.execute(
+                "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
+                "(SELECT count(*) FROM events)"
+            ).fetchall()
+        wal = self.path.with_name(self.path.name + ".wal")
+        return {
+            "samples": int(samples),
+            "series": len(self._cat),
+            "runs": int(runs),
+            "events": int(events),
+            "uncompacted": self._next_rid - watermark,
+            "file_bytes": sum(p.stat().st_size for p in (self.path, wal) if p.exists()),
+        }
+
+
+def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
+    """Append the prepared tables and record each source's last applied seq."""
+    for table, rows in (
+        ("series", prep.series),
+        ("samples", prep.samples),
+        ("events", prep.events),
+    ):
+        if rows.num_rows:
+            cur.register("_rows", rows)
+            cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
+            cur.unregister("_rows")
+    cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))
