@@ -1,0 +1,10 @@
+"""What training code imports: ``init``, ``log``, ``finish``, the ``Run`` with its step timer.
+
+The hot path is stdlib only: ``log`` validates and appends to in-memory
+columns; background threads make them durable in the spool and ship them.
+"""
+
+from ._api import current_run, finish, init, log
+from ._run import DROPPED_SAMPLES, Run
+
+__all__ = ["DROPPED_SAMPLES", "Run", "current_run", "finish", "init", "log"]

@@ -1,0 +1,281 @@
+"""The Run: what training code holds to log metrics, time steps and record events.
+
+``log`` only validates and appends to an in-memory buffer; a background thread
+makes the buffer durable in the spool every ``flush_interval_s`` and a second
+one ships the spool to the collector, so the training thread never waits on
+disk or network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..model import Run as RunRecord
+from ..model import RunStatus, SeriesKey, validate_label
+from ..spool import RUN_FILE, Connect, HttpClient, Sender, Spool, write_run
+from ._buffer import Buffer, SeriesTable
+from ._env import Settings, new_source_id, resolve
+from ._registry import track, untrack
+from ._ticker import Ticker
+from ._timer import StepTimer
+from ._values import as_float, as_step
+from ._writer import BatchWriter
+
+__all__ = ["DROPPED_SAMPLES", "Run"]
+
+DROPPED_SAMPLES = "stepwatch.dropped_samples"
+
+#: Series labels that differ between the processes of one run, so they are not run labels.
+_PER_PROCESS = frozenset({"run", "node", "rank", "local_rank", "gpu"})
+
+
+def _json_dict(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A JSON-safe copy of the config (values JSON cannot hold become strings)."""
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    return dict(json.loads(json.dumps(dict(config or {}), default=str)))
+
+
+class Run:
+    """One process's handle on a training run (see ``stepwatch.init`` for the arguments).
+
+    The keyword-only arguments are the OS boundaries: the environment mapping,
+    the host name, the wall and step clocks, and the HTTP connection factory.
+    """
+
+    def __init__(
+        self,
+        project: str = "default",
+        name: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        server: str | None = None,
+        dir: str | os.PathLike[str] | None = None,
+        run_id: str | None = None,
+        labels: Mapping[str, object] | None = None,
+        flush_interval_s: float = 1.0,
+        flush_samples: int = 50_000,
+        max_spool_bytes: int | None = None,
+        token: str | None = None,
+        planned_total_steps: int | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        hostname: str | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        perf_clock: Callable[[], float] = time.perf_counter,
+        connect: Connect | None = None,
+    ) -> None:
+        if flush_samples < 1 or flush_interval_s <= 0:
+            raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
+        settings = resolve(
+            run_id=run_id,
+            server=server,
+            dir=dir,
+            labels=labels,
+            token=token,
+            environ=os.environ if environ is None else environ,
+            hostname=hostname or socket.gethostname(),
+            wall=wall_clock,
+        )
+        self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
+        self.source = new_source_id(os.getpid())
+        self.spool_dir: Path = settings.root / self.id / self.source
+        self._wall, self._flush_samples = wall_clock, flush_samples
+        self._leader = self.labels.get("rank", "0") == "0"
+        self._record = RunRecord(
+            id=self.id,
+            project=project,
+            name=name or "",
+            config=_json_dict(config),
+            start=wall_clock(),
+            labels={k: v for k, v in self.labels.items() if k not in _PER_PROCESS},
+            planned_total_steps=planned_total_steps,
+        )
+        if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
+            write_run(self.spool_dir.parent, self._record)
+        self._start_pipeline(settings, max_spool_bytes, flush_interval_s, connect)
+        self._timer = StepTimer(self._log_timed, perf_clock)
+        self._cache: dict[object, int] = {}
+        self._label_caches: dict[tuple[tuple[str, object], ...], dict[object, int]] = {}
+        self._finish_lock = threading.Lock()
+        self.finished = False
+        track(self)
+
+    def _start_pipeline(
+        self,
+        settings: Settings,
+        max_spool_bytes: int | None,
+        flush_interval_s: float,
+        connect: Connect | None,
+    ) -> None:
+        """Buffer → writer (flush thread) → spool → sender (send thread, when online)."""
+        self._table, self._buffer = SeriesTable(), Buffer()
+        self._spool = Spool(self.spool_dir, max_bytes=max_spool_bytes)
+        self._sender: Sender | None = None
+        if settings.server:
+            client = HttpClient(settings.server, settings.token, connect=connect)
+            self._sender = Sender(
+                self._spool, client, lambda: self._record, name=f"stepwatch-send-{self.source}"
+            )
+        self._writer = BatchWriter(
+            self._buffer,
+            self._table,
+            self._spool,
+            self.source,
+            self._table.intern(SeriesKey.of(DROPPED_SAMPLES, self.labels)),
+            self._wall,
+            self._sender.notify if self._sender else lambda: None,
+        )
+        self._ticker = Ticker(
+            self._writer.flush, flush_interval_s, name=f"stepwatch-flush-{self.source}"
+        )
+        self._ticker.start()
+        if self._sender:
+            self._sender.start()
+
+    @property
+    def dropped_samples(self) -> int:
+        """Samples lost because the spool was full (or unwritable)."""
+        return self._writer.dropped_samples
+
+    def log(
+        self,
+        data: Mapping[str, object],
+        step: int | None = None,
+        labels: Mapping[str, object] | None = None,
+    ) -> None:
+        """Record ``{name: value}`` at ``step``; bad input raises here and records nothing.
+
+        Args:
+            data: metric names (``loss`` means ``train.loss``) to numbers: int,
+                float, numpy scalars or one-element tensors; NaN and Inf are kept.
+            step: the optimizer step, or None for samples without one.
+            labels: extra labels for these samples (added to the run's).
+        """
+        if self.finished:
+            raise RuntimeError(
+                f"run {self.id!r} is finished: start a new one with stepwatch.init()"
+            )
+        cache = self._cache if labels is None else self._labels_cache(labels)
+        try:
+            items = data.items()
+        except AttributeError:
+            kind = type(data).__name__
+            raise TypeError(f"log() takes a dict of name -> value, got {kind}") from None
+        series: list[int] = []
+        values: list[float] = []
+        for key, value in items:
+            sid = cache.get(key)
+            if sid is None:
+                sid = self._intern(cache, key, labels)
+            series.append(sid)
+            values.append(value if type(value) is float else as_float(key, value))
+        stamp = as_step(step) if step is not None else -1
+        if self._buffer.append(series, values, self._wall(), stamp) >= self._flush_samples:
+            self._ticker.wake()
+
+    def _labels_cache(self, labels: Mapping[str, object]) -> dict[object, int]:
+        try:
+            signature = tuple(labels.items())
+            cache = self._label_caches.get(signature)
+        except (AttributeError, TypeError):
+            raise TypeError("labels must be a dict of str -> str | int") from None
+        if cache is None:
+            for key, value in signature:
+                validate_label(key, value)
+            cache = self._label_caches[signature] = {}
+        return cache
+
+    def _intern(
+        self, cache: dict[object, int], key: object, labels: Mapping[str, object] | None
+    ) -> int:
+        merged: Mapping[str, object] = self.labels
+        if labels is not None:
+            merged = {**self.labels, **labels, "run": self.id}
+        if not isinstance(key, str):
+            raise TypeError(f"metric name must be a str, got {type(key).__name__}: {key!r:.40}")
+        sid = cache[key] = self._table.intern(SeriesKey.of(key, merged))
+        return sid
+
+    def step(self, step: int) -> AbstractContextManager[None]:
+        """``with run.step(i):`` records ``train.step_time_s`` (and phase times) for step ``i``."""
+        return self._timer.step(step)
+
+    def phase(self, name: str) -> AbstractContextManager[None]:
+        """``with run.phase("data"|"compute"|"comm"):`` adds to ``train.<name>_time_s``."""
+        return self._timer.phase(name)
+
+    def _log_timed(self, times: dict[str, float], step: int) -> None:
+        if not self.finished:
+            self.log(times, step=step)
+
+    def event(self, kind: str, text: str = "", **data: Any) -> None:
+        """Record an event (a checkpoint, a notable log line) carried with the next batch."""
+        if not isinstance(kind, str) or not kind:
+            raise TypeError("event kind must be a non-empty str")
+        if not isinstance(text, str):
+            raise TypeError(f"event text must be a str, got {type(text).__name__}")
+        try:
+            snapshot = json.loads(json.dumps(data, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"event data must be JSON numbers, strings, lists, dicts: {exc}"
+            ) from None
+        labels = dict(self.labels)
+        self._buffer.add_event(
+            {"ts": self._wall(), "kind": kind, "text": text, "labels": labels, "data": snapshot}
+        )
+
+    def flush(self) -> None:
+        """Block until everything logged so far is durable in the spool."""
+        self._writer.flush()
+
+    def finish(self, status: str = RunStatus.FINISHED, *, timeout_s: float = 10.0) -> None:
+        """Flush, record how the run ended, and try for ``timeout_s`` to ship what is left.
+
+        Whatever is not delivered stays in the spool for ``stepwatch sync``.
+        """
+        if status not in RunStatus.ALL or status == RunStatus.RUNNING:
+            raise ValueError(f"status must be finished, failed or killed, got {status!r}")
+        with self._finish_lock:
+            if self.finished:
+                return
+            self.finished = True
+        try:
+            self._ticker.close()
+        finally:
+            self._close(status, timeout_s)
+
+    def _close(self, status: str, timeout_s: float) -> None:
+        self._record = dataclasses.replace(self._record, status=status, end=self._wall())
+        records_end = self._leader or status != RunStatus.FINISHED
+        if records_end:
+            write_run(self.spool_dir.parent, self._record)
+        if self._sender:
+            self._sender.close(timeout_s, self._record if records_end else None)
+        self._spool.close()
+        untrack(self)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finish(RunStatus.FAILED if exc_type is not None else RunStatus.FINISHED)
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else "running"
+        return f"<stepwatch.Run {self.id!r} source={self.source!r} {state}>"

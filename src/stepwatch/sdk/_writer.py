@@ -1,0 +1,113 @@
+"""Off the training thread: swap the buffer, encode one SWB frame, append it to the spool."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from ..model import NO_STEP
+from ..spool import Spool
+from ..wire import encode
+from ._buffer import Buffer, Columns, SeriesTable
+
+__all__ = ["BatchWriter"]
+
+log = logging.getLogger("stepwatch.sdk")
+
+_Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _expand(cols: Columns) -> _Arrays:
+    """Per-sample (value, ts, step, series) arrays from the per-call ts/step columns."""
+    counts = np.frombuffer(cols.count, np.uint32)
+    return (
+        np.frombuffer(cols.value, np.float64),
+        np.repeat(np.frombuffer(cols.ts, np.float64), counts),
+        np.repeat(np.frombuffer(cols.step, np.int64), counts),
+        np.frombuffer(cols.series, np.uint32),
+    )
+
+
+class BatchWriter:
+    """Writes the buffer to the spool as numbered batches; counts what the spool cap dropped.
+
+    Args:
+        buffer, table: where the training thread puts samples and series keys.
+        spool: the durable destination.
+        source: this writer's source id (``seq`` counts from 0 per source).
+        dropped_series: series id of ``stepwatch.dropped_samples``, reported once space returns.
+        wall: clock for the dropped-samples report.
+        on_written: called after each batch is durable (wakes the sender).
+    """
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        table: SeriesTable,
+        spool: Spool,
+        source: str,
+        dropped_series: int,
+        wall: Callable[[], float],
+        on_written: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._buffer, self._table, self._spool = buffer, table, spool
+        self._source, self._dropped_series, self._wall = source, dropped_series, wall
+        self._on_written = on_written
+        self._lock = threading.Lock()
+        self.seq = 0
+        self.dropped_samples = 0
+        self._reported = 0
+        self._warned = False
+
+    def flush(self) -> None:
+        """Make everything logged so far durable (or count it dropped); safe from any thread."""
+        with self._lock:
+            cols = self._buffer.swap()
+            arrays = _expand(cols)
+            logged = len(arrays[0])
+            report = self.dropped_samples
+            if report != self._reported:
+                arrays = self._with_report(arrays, report)
+            if not len(arrays[0]) and not cols.events:
+                return
+            if self._append(self._encode(arrays, cols), logged):
+                self._reported = report
+                self._on_written()
+
+    def _with_report(self, arrays: _Arrays, dropped: int) -> _Arrays:
+        """Add one ``stepwatch.dropped_samples`` sample, so the server learns of the loss."""
+        extra = (float(dropped), self._wall(), NO_STEP, self._dropped_series)
+        return tuple(  # type: ignore[return-value]
+            np.append(col, np.array([x], col.dtype)) for col, x in zip(arrays, extra, strict=True)
+        )
+
+    def _encode(self, arrays: _Arrays, cols: Columns) -> bytes:
+        value, ts, step, series = arrays
+        used, index = np.unique(series, return_inverse=True)
+        keys = [self._table.wire_keys[i] for i in used.tolist()]
+        frame = encode(
+            self._source, self.seq, keys, value, ts, step, index.astype(np.uint32), cols.events
+        )
+        return frame
+
+    def _append(self, frame: bytes, logged: int) -> bool:
+        try:
+            written = self._spool.append(frame)
+        except OSError as exc:
+            self._drop(logged, f"could not write to the spool ({exc})")
+            return False
+        if not written:
+            cap = self._spool.max_bytes
+            self._drop(logged, f"the spool at {self._spool.path} is full ({cap} bytes)")
+            return False
+        self.seq += 1
+        return True
+
+    def _drop(self, samples: int, why: str) -> None:
+        self.dropped_samples += samples
+        if not self._warned:
+            self._warned = True
+            log.warning("stepwatch: %s; dropping new batches until it drains", why)

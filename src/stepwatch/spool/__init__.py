@@ -1,0 +1,31 @@
+"""The durable spool of batches and the sender that ships it to the collector (stdlib only).
+
+Every batch is framed, checksummed and fsync'ed to an append-only segment
+before any network I/O; the sender resumes from the acked position after a
+restart, and ``sync`` uploads spools written offline or left by a killed process.
+"""
+
+from ._backoff import Backoff
+from ._http import Connect, HttpClient, Response, TransportError
+from ._meta import RUN_FILE, read_run, write_run
+from ._sender import Sender
+from ._ship import ShipStats
+from ._spool import Position, Spool
+from ._sync import SyncResult, sync
+
+__all__ = [
+    "RUN_FILE",
+    "Backoff",
+    "Connect",
+    "HttpClient",
+    "Position",
+    "Response",
+    "Sender",
+    "ShipStats",
+    "Spool",
+    "SyncResult",
+    "TransportError",
+    "read_run",
+    "sync",
+    "write_run",
+]

@@ -1,0 +1,98 @@
+"""A small keep-alive HTTP client for the collector API (``http.client``: stdlib only)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["Connect", "HttpClient", "Response", "TransportError"]
+
+#: Builds a connection from (scheme, host, port, timeout): the seam tests and proxies plug into.
+Connect = Callable[[str, str, int, float], http.client.HTTPConnection]
+
+
+class TransportError(Exception):
+    """The collector cannot take the request now (unreachable, connection broke, 408/429/5xx)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A status code and the decoded JSON body (empty when the body was not JSON)."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+    if scheme == "https":
+        return http.client.HTTPSConnection(host, port, timeout=timeout)
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {"value": doc}
+
+
+class HttpClient:
+    """POSTs to one collector over a connection kept open between requests.
+
+    Args:
+        url: the collector's base URL, e.g. ``http://127.0.0.1:7070``.
+        token: sent as ``Authorization: Bearer <token>`` when given.
+        timeout_s: socket timeout of each request.
+        connect: connection factory (default: ``http.client``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 5.0,
+        connect: Connect | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"collector URL must look like http://host:port, got {url!r}")
+        self.url = url
+        self._scheme, self._host = parts.scheme, parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._prefix = parts.path.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout_s
+        self._connect = connect or _connect
+        self._conn: http.client.HTTPConnection | None = None
+
+    def post(self, path: str, body: bytes, content_type: str) -> Response:
+        """Send one request; raise TransportError when no answer came back."""
+        headers = {**self._headers, "Content-Type": content_type}
+        try:
+            if self._conn is None:
+                self._conn = self._connect(self._scheme, self._host, self._port, self._timeout)
+            self._conn.request("POST", self._prefix + path, body=body, headers=headers)
+            reply = self._conn.getresponse()
+            raw = reply.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise TransportError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+        if reply.will_close:
+            self.close()
+        return Response(reply.status, _decode(raw))
+
+    def post_json(self, path: str, doc: dict[str, Any]) -> Response:
+        """Send a JSON document."""
+        return self.post(path, json.dumps(doc, default=str).encode(), "application/json")
+
+    def close(self) -> None:
+        """Drop the kept-open connection (the next request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
