@@ -1,0 +1,38 @@
+"""``python -m stepwatch.server``: the collector without the CLI (tests, containers)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._app import DEFAULT_MAX_BODY_BYTES
+from ._serve import serve
+
+
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
+    """Parse the command line and serve until SIGINT/SIGTERM."""
+    env = dict(os.environ) if env is None else env
+    parser = argparse.ArgumentParser(prog="python -m stepwatch.server", description=__doc__)
+    parser.add_argument("--store", type=Path, default=Path("stepwatch.duckdb"), help="DuckDB file")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7070)
+    parser.add_argument(
+        "--token",
+        default=env.get("STEPWATCH_TOKEN"),
+        help="require 'Authorization: Bearer TOKEN' (default: env STEPWATCH_TOKEN)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    args = parser.parse_args(argv)
+    serve(
+        args.store,
+        host=args.host,
+        port=args.port,
+        token=args.token or None,
+        max_body_bytes=args.max_body_bytes,
+    )
+
+
+if __name__ == "__main__":
+    main()

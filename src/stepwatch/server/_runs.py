@@ -1,0 +1,95 @@
+"""Runs API: create or update a run, list and read runs, mark one finished."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import Run, RunStatus
+from ..store import Store
+from ._errors import ApiError
+from ._jsonio import JSON, clean
+
+__all__ = ["runs_router"]
+
+_ID = Field(default=None, pattern=r"^[^/\s]{1,256}$")
+
+
+class RunIn(BaseModel):
+    """A run as clients send it; every field but ``id`` is optional on update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = _ID
+    project: str | None = None
+    name: str | None = None
+    config: dict[str, Any] | None = None
+    status: str | None = None
+    start: float | None = None
+    labels: dict[str, str] | None = None
+    planned_total_steps: int | None = Field(default=None, ge=0)
+
+
+class FinishIn(BaseModel):
+    """How a run ended, and when (default: now, as the store's clock says)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["finished", "failed", "killed"]
+    end: float | None = None
+
+
+def _run_json(run: Run) -> dict[str, Any]:
+    return clean(run.as_dict())  # type: ignore[no-any-return]
+
+
+def merge_run(existing: Run | None, update: RunIn, new_id: str, now: float) -> Run:
+    """Apply the fields a client sent onto the stored run (or a fresh one started ``now``)."""
+    fields = update.model_dump(exclude_unset=True, exclude={"id"})
+    if fields.get("status", RunStatus.RUNNING) not in RunStatus.ALL:
+        raise ApiError(400, f"status must be one of {', '.join(RunStatus.ALL)}")
+    base = existing or Run(id=new_id, start=now)
+    return dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
+
+
+def runs_router(store: Store, clock: Callable[[], float]) -> APIRouter:
+    """The runs routes over ``store``; ``clock`` dates runs created without a start."""
+    router = APIRouter(prefix="/api/v1/runs")
+
+    @router.post("")
+    def upsert(run: RunIn) -> JSON:
+        """Create a run (an id is generated when missing) or update the fields given."""
+        run_id = run.id or uuid.uuid4().hex
+        merged = merge_run(store.get_run(run_id), run, run_id, clock())
+        store.upsert_run(merged)
+        return JSON(_run_json(merged))
+
+    @router.get("")
+    def list_runs(project: str | None = None, status: str | None = None) -> JSON:
+        """Runs, optionally of one project and/or in one status."""
+        return JSON([_run_json(r) for r in store.list_runs(project=project, status=status)])
+
+    @router.get("/{run_id}")
+    def get_run(run_id: str) -> JSON:
+        """One run, or 404."""
+        run = store.get_run(run_id)
+        if run is None:
+            raise ApiError(404, f"unknown run {run_id!r}")
+        return JSON(_run_json(run))
+
+    @router.post("/{run_id}/finish")
+    def finish(run_id: str, body: FinishIn) -> JSON:
+        """Mark a run finished, failed or killed."""
+        try:
+            return JSON(_run_json(store.finish_run(run_id, body.status, end=body.end)))
+        except KeyError:
+            raise ApiError(404, f"unknown run {run_id!r}") from None
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    return router

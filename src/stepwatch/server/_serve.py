@@ -1,0 +1,170 @@
+"""Running the collector: ``serve`` (blocking, for the CLI) and ``ServerThread`` (in-process)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+import uvicorn
+
+from ..store import Store
+from ._app import DEFAULT_MAX_BODY_BYTES, create_app
+from ._auth import Auth, is_loopback
+
+__all__ = ["ServerThread", "serve"]
+
+log = logging.getLogger("stepwatch.server")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, telling us once it listens."""
+
+    def __init__(self, config: uvicorn.Config, listening: threading.Event) -> None:
+        super().__init__(config)
+        self._listening = listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._listening.set()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind here, not in uvicorn, so bind errors reach the caller and port 0 works."""
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    return socket.create_server((bare, port), family=family)
+
+
+class ServerThread:
+    """The collector in a background thread of this process: start(), url, stop()."""
+
+    def __init__(
+        self,
+        store_path: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
+        self._store_path = Path(store_path)
+        self._host = host
+        self._port = port
+        self._auth = Auth(token)
+        self._max_body_bytes = max_body_bytes
+        self._listening = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._server: _Uvicorn | None = None
+        self.url = ""
+
+    def start(self) -> ServerThread:
+        """Open the store, bind, and return once the collector listens (raise if it cannot)."""
+        if self._auth.token is None and not is_loopback(self._host):
+            log.warning(
+                "serving %s without a token: anyone who can reach it may read and write; "
+                "set --token or STEPWATCH_TOKEN",
+                self._host,
+            )
+        self._store = Store(self._store_path)
+        try:
+            self._sock = _bind(self._host, self._port)
+        except OSError:
+            self._store.close()
+            raise
+        app = create_app(self._store, auth=self._auth, max_body_bytes=self._max_body_bytes)
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+        self._server = server = _Uvicorn(config, self._listening)
+        self._thread = threading.Thread(
+            target=server.run,
+            kwargs={"sockets": [self._sock]},
+            name="stepwatch-server",
+            daemon=True,
+        )
+        self._thread.start()
+        while not self._listening.wait(0.1):
+            if not self._thread.is_alive():  # uvicorn exits the thread when startup fails
+                break
+        if not server.started:
+            self.stop()
+            raise RuntimeError(f"the collector on {self._host} failed to start (see the log)")
+        host, port = self._sock.getsockname()[:2]
+        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return self
+
+    def request_stop(self) -> None:
+        """Ask the server to shut down (safe from a signal handler); ``stop`` waits for it."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def join(self) -> None:
+        """Wait until the server has shut down."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def stop(self) -> None:
+        """Shut down gracefully: finish requests, drain the ingest queue, compact, close store."""
+        if self._thread is None:
+            return
+        self.request_stop()
+        self._thread.join()
+        self._thread = None
+        self._sock.close()
+        self._store.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@contextmanager
+def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to a graceful stop (only the main thread may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda *_: stop()) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(
+    store_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 7070,
+    token: str | None = None,
+    ready: threading.Event | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    out: Callable[[str], None] = print,
+) -> None:
+    """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
+
+    Args:
+        store_path: the DuckDB file; created when missing.
+        host, port: where to listen; port 0 picks a free port.
+        token: when set, every route but /healthz and the page needs ``Bearer <token>``.
+        ready: set once the collector listens.
+        max_body_bytes: ingest bodies above this are refused with 413.
+        out: where the URL line goes.
+    """
+    server = ServerThread(store_path, host, port, token, max_body_bytes=max_body_bytes)
+    with _stop_on_signals(lambda: server.request_stop()), server:
+        out(f"stepwatch collector listening on {server.url}")
+        if ready is not None:
+            ready.set()
+        server.join()

@@ -1,0 +1,159 @@
+"""Group commit: one thread owns every store write and applies all waiting batches in one call.
+
+Why: a DuckDB transaction costs about the same for one batch as for fifty, so
+concurrent senders share commits instead of queueing behind each other's.
+Each request waits on its own future, resolved only after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..model import SampleBatch
+
+__all__ = ["BatchSink", "GroupWriter", "WriterClosed"]
+
+log = logging.getLogger("stepwatch.server")
+
+
+class BatchSink(Protocol):
+    """What the writer needs of the store."""
+
+    def apply(self, batches: Sequence[SampleBatch]) -> list[bool]: ...
+
+    def compact(self) -> None: ...
+
+
+class WriterClosed(RuntimeError):
+    """The collector is shutting down and takes no more batches."""
+
+
+@dataclass(slots=True)
+class _Item:
+    batch: SampleBatch
+    future: Future[bool]
+
+
+class GroupWriter:
+    """Drains a queue of decoded batches into ``store.apply``; compacts the store now and then."""
+
+    def __init__(
+        self,
+        store: BatchSink,
+        *,
+        compact_interval_s: float = 2.0,
+        compact_rows: int = 5_000_000,
+        max_group_rows: int = 1_000_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._interval = compact_interval_s
+        self._compact_rows = compact_rows
+        self._max_group_rows = max_group_rows
+        self._monotonic = monotonic
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = True
+        self._rows_since_compact = 0
+        self._last_compact = monotonic()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start accepting batches; may start again after ``stop`` (one app, many lifespans)."""
+        with self._lock:
+            if not self._closed:
+                raise RuntimeError("writer already running")
+            self._closed = False
+            self._last_compact = self._monotonic()
+            self._thread = threading.Thread(target=self._run, name="stepwatch-writer", daemon=True)
+            self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """True while batches are being accepted and the thread runs."""
+        return self._thread is not None and self._thread.is_alive() and not self._closed
+
+    def submit(self, batch: SampleBatch) -> Future[bool]:
+        """Queue a batch; the future gives True (applied) or False (duplicate) after the commit."""
+        future: Future[bool] = Future()
+        with self._lock:
+            if self._closed:
+                raise WriterClosed(
+                    "the collector is not accepting batches (shutting down); retry later"
+                )
+            self._queue.put(_Item(batch, future))
+        return future
+
+    def stop(self) -> None:
+        """Apply everything already queued, compact, and end the thread."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            group, stopping = self._take_group()
+            if group:
+                self._apply(group)
+            self._maybe_compact(force=stopping)
+
+    def _take_group(self) -> tuple[list[_Item], bool]:
+        """Block for the first batch, then take whatever else is waiting (bounded by rows)."""
+        try:
+            item = self._queue.get(timeout=self._interval)
+        except queue.Empty:
+            return [], False
+        group: list[_Item] = []
+        rows = 0
+        while item is not None:
+            if item.future.set_running_or_notify_cancel():  # a cancelled request was never acked
+                group.append(item)
+                rows += len(item.batch)
+            if rows >= self._max_group_rows:
+                return group, False
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return group, False
+        return group, True
+
+    def _apply(self, group: list[_Item]) -> None:
+        """One transaction per group; if it fails, retry one by one so only the culprit fails."""
+        try:
+            results = self._store.apply([item.batch for item in group])
+        except Exception as exc:
+            if len(group) == 1:
+                group[0].future.set_exception(exc)
+                return
+            for item in group:
+                self._apply([item])
+            return
+        for item, applied in zip(group, results, strict=True):
+            item.future.set_result(applied)
+            self._rows_since_compact += len(item.batch) if applied else 0
+
+    def _maybe_compact(self, *, force: bool) -> None:
+        now = self._monotonic()
+        rows = self._rows_since_compact
+        due = rows >= self._compact_rows or (
+            rows > 0 and now - self._last_compact >= self._interval
+        )
+        if not (due or force):
+            return
+        try:
+            self._store.compact()
+        except Exception:
+            log.exception("store compaction failed; will retry")
+        self._rows_since_compact = 0
+        self._last_compact = now

@@ -1,0 +1,173 @@
+"""Fixtures shared by every test: the real collector in a subprocess, and a thread-leak check."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Collector:
+    """The real collector (``python -m stepwatch.server``) as a child process."""
+
+    store_path: Path
+    port: int
+    log_path: Path
+    token: str | None = None
+    extra_args: tuple[str, ...] = ()
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a client must send when the collector has a token."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def start(self) -> None:
+        """Start the process and return once /readyz answers 200."""
+        args = ["--store", str(self.store_path), "--port", str(self.port), *self.extra_args]
+        if self.token:
+            args += ["--token", self.token]
+        env = {k: v for k, v in os.environ.items() if k != "STEPWATCH_TOKEN"}
+        self._log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "stepwatch.server", *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", headers=self.headers, timeout=2).is_success:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"collector did not become ready:\n{self.log()}")
+
+    def log(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self._reap()
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait for the graceful shutdown; returns the exit code."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self._reap()
+
+    def restart(self) -> None:
+        """Stop (if running) and start again on the same store and port."""
+        self.stop()
+        self.start()
+
+    def _reap(self) -> int | None:
+        code = self.proc.wait() if self.proc is not None else None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+
+CollectorFactory = Callable[..., Collector]
+
+
+class _Collectors:
+    """Starts collectors under one directory and stops every one of them at the end."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.started: list[Collector] = []
+
+    def start(self, token: str | None = None, extra_args: tuple[str, ...] = ()) -> Collector:
+        home = self.base / f"collector{len(self.started)}"
+        home.mkdir()
+        collector = Collector(
+            home / "store.duckdb", free_port(), home / "collector.log", token, extra_args
+        )
+        self.started.append(collector)
+        collector.start()
+        return collector
+
+    def stop_all(self) -> None:
+        for collector in self.started:
+            collector.stop()
+
+
+@pytest.fixture
+def collector_factory(tmp_path: Path) -> Iterator[CollectorFactory]:
+    """Start collectors with options (``token=``, ``extra_args=``); all are stopped at the end."""
+    collectors = _Collectors(tmp_path)
+    yield collectors.start
+    collectors.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_collector_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[CollectorFactory]:
+    """Like ``collector_factory``, for collectors shared by the tests of one module."""
+    collectors = _Collectors(tmp_path_factory.mktemp("collectors"))
+    yield collectors.start
+    collectors.stop_all()
+
+
+@pytest.fixture
+def server(collector_factory: CollectorFactory) -> Collector:
+    """A running collector on a fresh store: ``.url``, ``.store_path``, ``.proc``, ``.kill()``,
+    ``.restart()``."""
+    return collector_factory()
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fail a test that leaves a thread running behind it."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate() if t not in before]
+    for thread in leaked:
+        thread.join(timeout=5)  # threads already on their way out get a moment
+    alive = [t.name for t in leaked if t.is_alive()]
+    if alive:
+        pytest.fail(f"test leaked threads: {', '.join(alive)}")

@@ -1,0 +1,137 @@
+"""GroupWriter: batches waiting together share one store.apply; a failing batch fails alone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from stepwatch.model import SampleBatch, SeriesKey
+from stepwatch.server._writer import GroupWriter, WriterClosed
+
+
+def batch(source: str, seq: int, n: int = 3) -> SampleBatch:
+    return SampleBatch(
+        source,
+        seq,
+        [SeriesKey.of("train.loss", {"run": "r"})],
+        np.zeros(n, np.uint32),
+        np.arange(n, dtype=np.float64),
+        np.arange(n, dtype=np.int64),
+        np.ones(n),
+    )
+
+
+class RecordingStore:
+    """Applies nothing; records each apply call, can hold the first one, can refuse a source."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        self.calls: list[list[tuple[str, int]]] = []
+        self.compactions = 0
+        self.first_call = threading.Event()
+        self.release = threading.Event()
+        self.refuse = refuse
+        self.seen: dict[str, int] = {}
+
+    def apply(self, batches: Sequence[SampleBatch]) -> list[bool]:
+        self.calls.append([(b.source, b.seq) for b in batches])
+        self.first_call.set()
+        self.release.wait()
+        if any(b.source == self.refuse for b in batches):
+            raise RuntimeError(f"refused {self.refuse}")
+        out = []
+        for b in batches:
+            out.append(b.seq > self.seen.get(b.source, -1))
+            self.seen[b.source] = max(b.seq, self.seen.get(b.source, -1))
+        return out
+
+    def compact(self) -> None:
+        self.compactions += 1
+
+
+def test_waiting_batches_share_one_apply_call() -> None:
+    store = RecordingStore()
+    writer = GroupWriter(store)
+    writer.start()
+    first = writer.submit(batch("a", 1))
+    store.first_call.wait()
+    waiting = [writer.submit(batch("b", i)) for i in range(5)] + [writer.submit(batch("a", 1))]
+    store.release.set()
+    assert first.result(timeout=10) is True
+    assert [f.result(timeout=10) for f in waiting] == [True] * 5 + [False]
+    writer.stop()
+    assert store.calls == [[("a", 1)], [("b", i) for i in range(5)] + [("a", 1)]]
+
+
+def test_a_failing_batch_fails_alone() -> None:
+    store = RecordingStore(refuse="bad")
+    store.release.set()
+    writer = GroupWriter(store)
+    store.release.clear()
+    writer.start()
+    hold = writer.submit(batch("a", 1))
+    store.first_call.wait()
+    futures = [writer.submit(batch(s, 1)) for s in ("b", "bad", "c")]
+    store.release.set()
+    hold.result(timeout=10)
+    assert futures[0].result(timeout=10) is True
+    with pytest.raises(RuntimeError, match="refused bad"):
+        futures[1].result(timeout=10)
+    assert futures[2].result(timeout=10) is True
+    writer.stop()
+
+
+def test_stop_drains_the_queue_compacts_and_refuses_more() -> None:
+    store = RecordingStore()
+    writer = GroupWriter(store, compact_interval_s=3600)
+    writer.start()
+    hold = writer.submit(batch("a", 1))
+    store.first_call.wait()
+    queued = [writer.submit(batch("a", i)) for i in range(2, 6)]
+    stopper = threading.Thread(target=writer.stop)
+    stopper.start()
+    store.release.set()
+    stopper.join()
+    assert hold.result() and all(f.result() for f in queued)
+    assert store.compactions == 1
+    assert not writer.alive
+    with pytest.raises(WriterClosed):
+        writer.submit(batch("a", 9))
+
+
+def test_compacts_after_enough_rows() -> None:
+    store = RecordingStore()
+    store.release.set()
+    writer = GroupWriter(store, compact_rows=5, compact_interval_s=3600)
+    writer.start()
+    writer.submit(batch("a", 1, n=10)).result(timeout=10)
+    writer.stop()
+    assert store.compactions == 2  # one for the rows, one on stop
+
+
+def test_a_cancelled_request_is_not_applied() -> None:
+    store = RecordingStore()
+    writer = GroupWriter(store)
+    writer.start()
+    hold = writer.submit(batch("a", 1))
+    store.first_call.wait()
+    cancelled: Future[bool] = writer.submit(batch("a", 2))
+    assert cancelled.cancel()
+    store.release.set()
+    hold.result(timeout=10)
+    writer.stop()
+    assert store.calls == [[("a", 1)]]
+
+
+def test_restarts_after_stop() -> None:
+    store = RecordingStore()
+    store.release.set()
+    writer = GroupWriter(store)
+    for seq in (1, 2):
+        writer.start()
+        assert writer.alive
+        assert writer.submit(batch("a", seq)).result(timeout=10) is True
+        writer.stop()
