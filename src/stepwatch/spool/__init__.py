@@ -6,6 +6,7 @@ restart, and ``sync`` uploads spools written offline or left by a killed process
 """
 
 from ._backoff import Backoff
+from ._fake import FakeCollector, Faults
 from ._http import Connect, HttpClient, Response, TransportError
 from ._meta import RUN_FILE, read_run, write_run
 from ._sender import Sender
@@ -17,6 +18,8 @@ __all__ = [
     "RUN_FILE",
     "Backoff",
     "Connect",
+    "FakeCollector",
+    "Faults",
     "HttpClient",
     "Position",
     "Response",

@@ -1,0 +1,27 @@
+"""The spool package exports exactly what it means to."""
+
+import stepwatch.spool as spool
+
+
+def test_exported_names() -> None:
+    assert sorted(spool.__all__) == sorted(
+        [
+            "RUN_FILE",
+            "Backoff",
+            "Connect",
+            "FakeCollector",
+            "Faults",
+            "HttpClient",
+            "Position",
+            "Response",
+            "Sender",
+            "ShipStats",
+            "Spool",
+            "SyncResult",
+            "TransportError",
+            "read_run",
+            "sync",
+            "write_run",
+        ]
+    )
+    assert all(hasattr(spool, name) for name in spool.__all__)

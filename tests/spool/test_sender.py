@@ -1,0 +1,147 @@
+"""The sender thread against a collector that fails, loses replies, rejects, or is not there."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepwatch.model import Run
+from stepwatch.spool import Backoff, FakeCollector, HttpClient, Sender, Spool
+from stepwatch.wire import encode
+
+FAST = Backoff(base_s=0.005, cap_s=0.05)
+RUN = Run(id="r1", project="p", name="test")
+
+
+def batch(seq: int, source: str = "src-a") -> bytes:
+    value = np.array([float(seq), float("nan")])
+    return encode(
+        source,
+        seq,
+        [("train.loss", {"run": "r1"}), ("train.lr", {"run": "r1"})],
+        value,
+        np.full(2, 1.7e9 + seq),
+        np.full(2, seq, np.int64),
+        np.array([0, 1], np.uint32),
+    )
+
+
+@pytest.fixture
+def collector() -> Iterator[FakeCollector]:
+    with FakeCollector() as fake:
+        yield fake
+
+
+def sender_for(spool: Spool, url: str, token: str | None = None) -> Sender:
+    backoff = Backoff(base_s=FAST.base_s, cap_s=FAST.cap_s)
+    return Sender(spool, HttpClient(url, token, timeout_s=2.0), lambda: RUN, backoff=backoff)
+
+
+def seqs(collector: FakeCollector) -> list[int]:
+    return [b.seq for b in collector.batches]
+
+
+def test_ships_in_order_over_one_connection_after_creating_the_run(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    with Spool(tmp_path) as spool:
+        sender = sender_for(spool, collector.url)
+        sender.start()
+        for seq in range(5):
+            spool.append(batch(seq))
+            sender.notify()
+        finished = Run(id="r1", status="finished", end=123.0)
+        assert sender.close(timeout_s=10, finish=finished)
+        assert not spool.pending()
+    assert seqs(collector) == [0, 1, 2, 3, 4]
+    assert collector.paths[0] == "/api/v1/runs" and collector.paths[-1] == "/api/v1/runs/r1/finish"
+    assert collector.runs["r1"]["name"] == "test"
+    assert collector.finishes["r1"] == {"status": "finished", "end": 123.0}
+    assert collector.connections == 1
+    assert sender.stats.batches == 5 and sender.stats.samples == 10
+
+
+def test_retries_a_failing_collector_until_it_recovers(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    collector.faults.fail_next = 4
+    with Spool(tmp_path) as spool:
+        for seq in range(3):
+            spool.append(batch(seq))
+        sender = sender_for(spool, collector.url)
+        sender.start()
+        assert sender.close(timeout_s=10)
+    assert seqs(collector) == [0, 1, 2]
+    assert collector.faults.fail_next == 0
+
+
+def test_a_reply_lost_after_commit_does_not_duplicate_the_batch(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    collector.faults.lose_replies = 2
+    with Spool(tmp_path) as spool:
+        for seq in range(3):
+            spool.append(batch(seq))
+        sender = sender_for(spool, collector.url)
+        sender.start()
+        assert sender.close(timeout_s=10)
+    assert seqs(collector) == [0, 1, 2]
+    assert collector.duplicates == 2
+
+
+def test_a_rejected_batch_is_counted_and_stepped_over(
+    tmp_path: Path, collector: FakeCollector, caplog: pytest.LogCaptureFixture
+) -> None:
+    collector.faults.reject_seqs = {1}
+    with Spool(tmp_path) as spool:
+        for seq in range(3):
+            spool.append(batch(seq))
+        sender = sender_for(spool, collector.url)
+        sender.start()
+        assert sender.close(timeout_s=10)
+        assert not spool.pending()
+    assert seqs(collector) == [0, 2]
+    assert sender.stats.rejected == 1
+    assert "rejected by the collector (400)" in caplog.text
+
+
+def test_an_absent_collector_leaves_the_batches_for_the_next_sender(
+    tmp_path: Path, collector: FakeCollector
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with Spool(tmp_path) as spool:
+        spool.append(batch(0))
+        sender = sender_for(spool, dead)
+        sender.start()
+        assert not sender.close(timeout_s=0.3)
+        assert spool.pending()
+    with Spool(tmp_path) as spool:  # a restart resumes from the acked position
+        spool.append(batch(1))
+        sender = sender_for(spool, collector.url)
+        sender.start()
+        assert sender.close(timeout_s=10)
+    assert seqs(collector) == [0, 1]
+
+
+def test_bearer_token_is_sent(tmp_path: Path) -> None:
+    with FakeCollector(token="s3cret") as collector, Spool(tmp_path) as spool:
+        spool.append(batch(0))
+        sender = sender_for(spool, collector.url, token="s3cret")
+        sender.start()
+        assert sender.close(timeout_s=10)
+        assert seqs(collector) == [0]
+
+
+def test_backoff_doubles_up_to_its_cap_with_jitter() -> None:
+    top = Backoff(base_s=0.1, cap_s=1.0, rng=lambda: 1.0)
+    assert [round(top.next(), 3) for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    bottom = Backoff(base_s=0.1, cap_s=1.0, rng=lambda: 0.0)
+    assert [round(bottom.next(), 3) for _ in range(2)] == [0.05, 0.1]
+    top.reset()
+    assert top.next() == pytest.approx(0.1)

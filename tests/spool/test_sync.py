@@ -1,0 +1,81 @@
+"""sync: an offline spool (written without any collector) uploaded later into the real collector."""
+
+from __future__ import annotations
+
+import math
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from stepwatch.model import Run
+from stepwatch.spool import Backoff, Spool, sync, write_run
+from stepwatch.wire import encode
+
+STEPS_PER_BATCH = 4
+
+
+def write_offline_run(root: Path, run_id: str, sources: int, batches: int, status: str) -> None:
+    """A run directory as the SDK leaves it: run.json plus one spool per source."""
+    write_run(root / run_id, Run(id=run_id, project="offline", status=status, start=1.7e9, end=2e9))
+    for s in range(sources):
+        with Spool(root / run_id / f"src-{s}") as spool:
+            for seq in range(batches):
+                steps = np.arange(seq * STEPS_PER_BATCH, (seq + 1) * STEPS_PER_BATCH)
+                value = steps * 0.5 + s
+                value[0] = math.inf if seq == 1 else value[0]
+                spool.append(
+                    encode(
+                        f"src-{s}-{run_id}",
+                        seq,
+                        [("train.loss", {"run": run_id, "rank": str(s)})],
+                        value,
+                        1.7e9 + steps.astype(np.float64),
+                        steps.astype(np.int64),
+                        np.zeros(STEPS_PER_BATCH, np.uint32),
+                    )
+                )
+
+
+def raw(url: str, run_id: str, rank: int) -> dict[str, Any]:
+    with httpx.Client(base_url=url, timeout=10) as client:
+        params = {"name": "train.loss", "run": run_id, "label": f"rank:{rank}"}
+        (series,) = client.get("/api/v1/series", params=params).json()
+        return client.get("/api/v1/query/raw", params={"series": series["id"]}).json()  # type: ignore[no-any-return]
+
+
+def test_offline_spool_round_trips_through_sync(server: Any, tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-off", sources=2, batches=3, status="finished")
+    write_offline_run(tmp_path, "r-live", sources=1, batches=2, status="running")
+    result = sync(tmp_path, server.url)
+    assert (result.runs, result.batches, result.rejected, result.unsent) == (2, 8, 0, 0)
+    assert result.samples == 8 * STEPS_PER_BATCH
+    rank1 = raw(server.url, "r-off", 1)
+    assert rank1["step"] == list(range(12))
+    expected: list[Any] = [i * 0.5 + 1 for i in range(12)]
+    expected[4] = "+Inf"
+    assert rank1["value"] == expected
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        done = client.get("/api/v1/runs/r-off").json()
+        live = client.get("/api/v1/runs/r-live").json()
+    assert (done["status"], done["project"], done["end"]) == ("finished", "offline", 2e9)
+    assert live["status"] == "running"
+
+
+def test_sync_twice_uploads_nothing_new(server: Any, tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-twice", sources=1, batches=2, status="finished")
+    assert sync(tmp_path / "r-twice", server.url).batches == 2
+    again = sync(tmp_path / "r-twice", server.url)
+    assert (again.runs, again.batches, again.unsent) == (1, 0, 0)
+    assert raw(server.url, "r-twice", 0)["step"] == list(range(8))
+
+
+def test_unreachable_collector_leaves_everything_unsent(tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-later", sources=2, batches=2, status="finished")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result = sync(tmp_path, dead, timeout_s=0.2, backoff=Backoff(base_s=0.01, cap_s=0.05))
+    assert (result.runs, result.batches, result.unsent) == (1, 0, 4)
