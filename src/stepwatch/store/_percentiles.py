@@ -112,7 +112,8 @@ def label_maps(
     cat: Catalogue, chosen: list[SeriesInfo], by: str | None
 ) -> tuple[list[str | None], pa.Table, pa.Table | None]:
     """The ``by`` values, and series -> value index (and group -> index when groups are whole)."""
-    values = sorted({i.key.label(by) if by else None for i in chosen}, key=lambda v: v or "")
+    found = {i.key.label(by) for i in chosen} if by else set()
+    values: list[str | None] = sorted(found, key=lambda v: v or "") if by else [None]
     index = {v: n for n, v in enumerate(values)}
     lbl = [index[i.key.label(by) if by else None] for i in chosen]
     ids = pa.array([i.id for i in chosen], pa.int32())
@@ -134,7 +135,7 @@ def entries(
 ) -> list[dict[str, Any]]:
     """One result entry per ``by`` value (one in all when ``by`` is None)."""
     out = []
-    for n, value in enumerate(values or [None]):
+    for n, value in enumerate(values):
         sel = res.lbl == n
         out.append(
             {
