@@ -1,0 +1,182 @@
+"""Sustained ingest: concurrent sender processes POST SWB batches to the real collector over HTTP.
+
+Run: python bench/ingest.py [--seconds 10 --senders 4 --batch 20000 --series 64]
+
+Starts ``python -m stepwatch.server`` on a temporary store and a free loopback
+port; each sender process keeps one keep-alive connection and posts batches
+back to back (each the next seq of its own source) until the time is up, then
+the collector is stopped gracefully and the store's sample count is checked
+against the samples acknowledged. Prints figures; never passes or fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from stepwatch.store import Store
+from stepwatch.wire import BINARY_CONTENT_TYPE, encode
+
+T0 = 1_780_000_000.0
+
+
+@dataclass
+class Sent:
+    """What one sender got acknowledged, and when it stopped."""
+
+    samples: int
+    batches: int
+    duplicates: int
+    end: float
+    latencies_s: list[float]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_collector(store: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stepwatch.server", "--store", str(store), "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return proc
+            conn.close()
+        except OSError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise SystemExit(f"collector did not start:\n{log.read_text()}")
+
+
+def _sender(
+    index: int, port: int, args: argparse.Namespace, go: mp.Event, results: mp.Queue
+) -> None:
+    """Post batches of ``args.batch`` samples over ``args.series`` series until time is up."""
+    n, k = args.batch, args.series
+    keys = [
+        ("bench.value", {"run": "bench", "node": f"node{index}", "rank": str(index * k + j)})
+        for j in range(k)
+    ]
+    series = (np.arange(n) % k).astype(np.uint32)
+    offsets = (np.arange(n) // k).astype(np.float64) * 0.001
+    value = np.random.default_rng(index).normal(size=n)
+    step = (np.arange(n) // k).astype(np.int64)
+    span = offsets[-1] + 0.001
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": BINARY_CONTENT_TYPE}
+    sent = Sent(0, 0, 0, 0.0, [])
+    go.wait()
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline and sent.batches < args.max_batches:
+        seq = sent.batches + 1
+        frame = encode(f"sender{index}", seq, keys, value, T0 + seq * span + offsets, step, series)
+        began = time.perf_counter()
+        conn.request("POST", "/api/v1/ingest", body=frame, headers=headers)
+        response = conn.getresponse()
+        body = response.read()
+        sent.latencies_s.append(time.perf_counter() - began)
+        if response.status != 200:
+            raise SystemExit(f"sender {index}: HTTP {response.status}: {body[:200]!r}")
+        if json.loads(body)["applied"]:
+            sent.samples += n
+        else:
+            sent.duplicates += 1
+        sent.batches = seq
+    sent.end = time.monotonic()
+    conn.close()
+    results.put(sent)
+
+
+def _run(args: argparse.Namespace, workdir: Path) -> None:
+    port = _free_port()
+    store = workdir / "store.duckdb"
+    collector = _start_collector(store, port, workdir / "collector.log")
+    server_cpu = psutil.Process(collector.pid)
+    ctx = mp.get_context("fork")
+    go, results = ctx.Event(), ctx.Queue()
+    senders = [
+        ctx.Process(target=_sender, args=(i, port, args, go, results)) for i in range(args.senders)
+    ]
+    for p in senders:
+        p.start()
+    time.sleep(0.5)  # let the senders build their columns before the clock starts
+    cpu_before = sum(server_cpu.cpu_times()[:2])
+    machine_before = psutil.cpu_times()
+    start = time.monotonic()
+    go.set()
+    sent = [results.get() for _ in senders]
+    cpu_used = sum(server_cpu.cpu_times()[:2]) - cpu_before
+    machine_after = psutil.cpu_times()
+    idle_s = machine_after.idle - machine_before.idle
+    for p in senders:
+        p.join()
+    collector.send_signal(signal.SIGTERM)
+    exit_code = collector.wait(timeout=300)
+    with Store(store) as opened:
+        stored = opened.stats()["samples"]
+    time_s = max(s.end for s in sent) - start
+    _report(args, sent, time_s, cpu_used)
+    busy = 1 - idle_s / (time_s * (os.cpu_count() or 1))
+    print(f"machine:   {busy:.0%} of all CPUs busy (collector + senders)")
+    acked = sum(s.samples for s in sent)
+    print(f"stored:    {stored:,} samples in the store; acknowledged {acked:,} ", end="")
+    print("(match)" if stored == acked else "(MISMATCH)")
+    print(f"collector: exit code {exit_code} after SIGTERM")
+
+
+def _report(args: argparse.Namespace, sent: list[Sent], time_s: float, cpu_s: float) -> None:
+    acked = sum(s.samples for s in sent)
+    batches = sum(s.batches for s in sent)
+    lat = np.array([x for s in sent for x in s.latencies_s]) * 1e3
+    mb = batches * (args.batch * 28) / 1e6
+    print(
+        f"ingest: {args.senders} senders x {args.batch:,}-sample batches over {args.series} "
+        f"series each, {time_s:.1f} s, {os.cpu_count()} CPUs"
+    )
+    print(f"sustained: {acked / time_s:,.0f} samples/s acknowledged ({mb / time_s:,.1f} MB/s)")
+    print(f"batches:   {batches:,} ({sum(s.duplicates for s in sent)} duplicates)")
+    print(f"ack latency: p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms")
+    print(f"collector CPU: {cpu_s / time_s:.2f} cores busy on average")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--senders", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=20_000)
+    parser.add_argument("--series", type=int, default=64)
+    parser.add_argument("--max-batches", type=int, default=10_000, help="per sender")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stepwatch-bench-") as tmp:
+        _run(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
