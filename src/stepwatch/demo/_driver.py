@@ -1,0 +1,174 @@
+"""The real-time side of the demo: one thread that plays the simulation on the wall clock.
+
+Steps complete when their simulated duration has passed, hardware is read at
+a fixed rate, and a progress line is printed every few seconds; everything
+goes through the SDK, the spool and HTTP into the collector started here.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from ..model import RunStatus
+from ..server import ServerThread
+from ._config import DemoConfig, DemoSummary
+from ._fleet import Fleet
+from ._hardware import HardwareSample, HardwareSim
+from ._report import Reporter, step_events
+from ._training import StepMetrics, TrainingSim
+
+Out = Callable[[str], object]
+#: When the loop falls this far behind the wall clock it skips ahead instead of catching up.
+MAX_LAG_S = 2.0
+
+
+class _Player:
+    """Plays steps and hardware readings at their wall-clock times, until stopped."""
+
+    def __init__(self, config: DemoConfig, fleet: Fleet, report: Reporter, now: float) -> None:
+        self.shape = config.shape()
+        self.config, self.fleet, self.report = config, fleet, report
+        self.training, self.hardware = TrainingSim(self.shape), HardwareSim(self.shape)
+        self.last: StepMetrics | None = None
+        self._begin(self.training.step(0), now)
+        self.hw_index, self.hw_due = 0, now
+        self.last_hw: tuple[float, HardwareSample] | None = None
+        self.report_due = now + config.report_every_s
+        self.samples = self.events = self.steps_done = 0
+
+    def _begin(self, step: StepMetrics, now: float) -> None:
+        self.current, self.step_start = step, now
+        self.pause_noticed = step.duration_s <= step.train_s  # nothing to announce
+
+    def next_due(self) -> float:
+        """The earliest moment something has to happen."""
+        step_due = self.step_start + self.current.duration_s
+        if not self.pause_noticed:
+            step_due = self.step_start + self.current.train_s
+        return min(step_due, self.hw_due, self.report_due)
+
+    def advance(self, now: float) -> bool:
+        """Do everything due by ``now``; False once the planned steps are all done."""
+        if now >= self.step_start + self.current.train_s:
+            self._notice_pause()
+        while now >= self.step_start + self.current.duration_s:
+            self._complete(now)
+            if self.steps_done >= self.shape.planned_total_steps:
+                return False
+        if now >= self.hw_due:
+            self._read_hardware(now)
+        if now >= self.report_due:
+            phase = self.current.phase_at(now - self.step_start)
+            self.report.progress(self.last, phase, self.samples)
+            self.report_due = max(self.report_due + self.config.report_every_s, now)
+        return True
+
+    def _notice_pause(self) -> None:
+        if not self.pause_noticed:
+            self.pause_noticed = True
+            self.report.pause_started(self.current)
+
+    def _complete(self, now: float) -> None:
+        self._notice_pause()
+        step = self.last = self.current
+        self.samples += self.fleet.log_step(step)
+        self.steps_done = step.step + 1
+        for event in step_events(step, self.shape):
+            self.fleet.event(event.kind, event.text, **event.data)
+            self.report.event(event)
+            self.events += 1
+        end = self.step_start + step.duration_s
+        self._begin(self.training.step(step.step + 1), end if now - end < MAX_LAG_S else now)
+
+    def _read_hardware(self, now: float) -> None:
+        activity = self.current.activity_at(now - self.step_start)
+        prev, dt = (None, 0.0) if self.last_hw is None else (self.last_hw[1], now - self.last_hw[0])
+        sample = self.hardware.sample(self.hw_index, activity, prev, dt)
+        self.samples += self.fleet.log_hardware(sample)
+        self.last_hw = (now, sample)
+        self.hw_index += 1
+        due = self.hw_due + self.config.hw_interval_s
+        self.hw_due = due if due > now else now + self.config.hw_interval_s  # skip, never burst
+
+
+def _start_server(config: DemoConfig, out: Out) -> ServerThread:
+    """The collector on the configured port, or on a free one when that port is taken."""
+    try:
+        return ServerThread(config.store_path, config.host, config.port).start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE or config.port == 0:
+            raise
+    server = ServerThread(config.store_path, config.host, 0).start()
+    out(f"port {config.port} is in use; the collector listens on {server.url} instead")
+    return server
+
+
+def run_demo(
+    config: DemoConfig,
+    out: Out = print,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
+) -> DemoSummary:
+    """Run a collector and a simulated multi-node training into it until Ctrl-C or the duration.
+
+    Args:
+        config: the job's size and pace, the store and the collector's address.
+        out: where the URL, progress lines and notices go.
+        clock: monotonic seconds, for the schedule.
+        stop: set it (from another thread) to end the demo as Ctrl-C would.
+    """
+    stop = stop or threading.Event()
+    run_id = f"demo-{uuid.uuid4().hex[:8]}"
+    with ExitStack() as stack:
+        server = _start_server(config, out)
+        stack.callback(server.stop)
+        spool = config.spool_dir or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="stepwatch-demo-"))
+        )
+        report = Reporter(config, out)
+        report.banner(server.url, run_id)
+        fleet = Fleet(config.shape(), run_id, server.url, spool, config.flush_interval_s)
+        start = clock()
+        player = _Player(config, fleet, report, start)
+        status = RunStatus.KILLED
+        try:
+            status = _play(player, config, clock, stop, start)
+        except KeyboardInterrupt:
+            out("")
+        finally:
+            report.stopping(status)
+            fleet.finish(status)
+    elapsed = clock() - start
+    summary = DemoSummary(
+        run_id, server.url, status, player.steps_done, player.samples, player.events, elapsed
+    )
+    report.done(summary, config.store_path)
+    return summary
+
+
+def _play(
+    player: _Player,
+    config: DemoConfig,
+    clock: Callable[[], float],
+    stop: threading.Event,
+    start: float,
+) -> str:
+    """The loop: sleep until the next thing is due, do it; the run's final status."""
+    deadline = math.inf if config.duration_s is None else start + config.duration_s
+    while True:
+        if stop.wait(max(0.0, min(player.next_due(), deadline) - clock())):
+            return RunStatus.KILLED
+        now = clock()
+        if now >= deadline:
+            return RunStatus.FINISHED
+        if not player.advance(now):
+            return RunStatus.FINISHED
