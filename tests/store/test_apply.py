@@ -44,6 +44,7 @@ def test_series_are_registered_once_and_filtered_by_labels(store: Store) -> None
     assert [i.key for i in store.series()] == [LOSS, TEMP]
     assert [i.key for i in store.series(match={"node": "node0"})] == [TEMP]
     assert [i.key for i in store.series("gpu.temp_c", {"gpu": "3", "run": "r1"})] == [TEMP]
+    assert [i.key for i in store.series("loss")] == [LOSS]  # the alias finds train.loss
     assert store.series("gpu.temp_c", {"gpu": "4"}) == []
     (temp,) = store.series("gpu.temp_c")
     np.testing.assert_array_equal(store.raw(temp.id)["value"], [2.0, 3.0])

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -100,6 +101,15 @@ def test_a_corrupt_file_is_a_store_error(store_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot"):
         Store(store_path)
     with pytest.raises(StoreError):  # and the failed open left nothing registered behind
+        Store(store_path)
+
+
+def test_a_file_of_another_schema_version_is_a_store_error(store_path: Path) -> None:
+    with Store(store_path):
+        pass
+    with duckdb.connect(str(store_path)) as con:
+        con.execute("UPDATE meta SET value = 99 WHERE key = 'schema'")
+    with pytest.raises(StoreError, match="version 99"):
         Store(store_path)
 
 

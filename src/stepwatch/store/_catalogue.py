@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ..model import SeriesKey
+from ..model import ALIASES, SeriesKey
 
 #: Labels that get their own column in the series table, for filtering in SQL.
 LABEL_COLUMNS = ("run", "node", "rank", "gpu")
@@ -101,8 +101,9 @@ class Catalogue:
         return new
 
     def select(self, name: str | None, match: Mapping[str, str] | None) -> list[SeriesInfo]:
-        """Series with this name (any if None) whose labels equal every pair in ``match``."""
-        ids = self.by_name.get(name, []) if name is not None else sorted(self.keys)
+        """Series with this name (aliases like ``loss`` too; any if None) whose labels equal
+        every pair in ``match``."""
+        ids = sorted(self.keys) if name is None else self.by_name.get(ALIASES.get(name, name), [])
         wanted = {k: str(v) for k, v in (match or {}).items()}
         out = []
         for sid in ids:

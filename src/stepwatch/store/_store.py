@@ -62,17 +62,23 @@ class Store:
             if self._key in _OPEN:
                 raise StoreError(f"store {self.path} is already open in this process")
             _OPEN.add(self._key)
+        self._closed = True
         try:
             self._con = _connect(self.path)
-        except BaseException:
+            self._closed = False
+            with self._txn() as cur:
+                self._load(cur)
+        except BaseException as e:
+            if not self._closed:
+                self.close()
             with _OPEN_LOCK:
                 _OPEN.discard(self._key)
+            if isinstance(e, duckdb.Error):
+                raise StoreError(f"cannot read store {self.path}: {e}") from e
             raise
-        self._closed = False
-        with self._txn() as cur:
-            self._load(cur)
 
     def _load(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Bring the catalogue, the sources' last seqs and the row counters into memory."""
         self._cat = Catalogue.load(cur)
         self._seqs: dict[str, int] = dict(cur.execute("SELECT source, seq FROM sources").fetchall())
         ((watermark, after_last),) = cur.execute(
