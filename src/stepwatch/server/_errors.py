@@ -45,6 +45,10 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}) or None)
 
+    async def internal_error(_: Request, exc: Exception) -> JSON:
+        return error_response(500, f"internal error ({type(exc).__name__}); see the collector log")
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)

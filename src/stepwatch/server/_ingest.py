@@ -62,6 +62,8 @@ def ingest_router(
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:
             raise ApiError(503, str(exc)) from None
+        except ValueError as exc:  # the store's own checks: the batch is malformed
+            raise ApiError(400, f"batch rejected: {exc}") from None
         return JSON(
             {"applied": applied, "source": batch.source, "seq": batch.seq, "samples": len(batch)}
         )
