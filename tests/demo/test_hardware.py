@@ -92,7 +92,10 @@ def test_evaluation_and_checkpoints_idle_the_gpus_and_checkpoints_hit_the_disk()
 
 
 def test_temperature_follows_power_with_a_lag() -> None:
-    warm = _readings(0.0)[-1]
+    readings = _readings(0.0)
+    first, warm = readings[0].gpu["gpu.temp_c"], readings[-1].gpu["gpu.temp_c"]
+    assert (first < 45).all() and (warm - first > 10).all()  # GPUs warm up from idle
+    warm = readings[-1]
     step = TrainingSim(SHAPE).step(100)
     idle = step.activity_at(step.train_s + step.eval_s + 0.01)
     cooled = HardwareSim(SHAPE).sample(31, idle, warm, dt=1.0)

@@ -37,6 +37,7 @@ class _Player:
         self.shape = config.shape()
         self.config, self.fleet, self.report = config, fleet, report
         self.training, self.hardware = TrainingSim(self.shape), HardwareSim(self.shape)
+        self.start = now
         self.last: StepMetrics | None = None
         self._begin(self.training.step(0), now)
         self.hw_index, self.hw_due = 0, now
@@ -126,28 +127,19 @@ def run_demo(
         clock: monotonic seconds, for the schedule.
         stop: set it (from another thread) to end the demo as Ctrl-C would.
     """
-    stop = stop or threading.Event()
     run_id = f"demo-{uuid.uuid4().hex[:8]}"
+    report = Reporter(config, out)
     with ExitStack() as stack:
         server = _start_server(config, out)
         stack.callback(server.stop)
         spool = config.spool_dir or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="stepwatch-demo-"))
         )
-        report = Reporter(config, out)
         report.banner(server.url, run_id)
         fleet = Fleet(config.shape(), run_id, server.url, spool, config.flush_interval_s)
-        start = clock()
-        player = _Player(config, fleet, report, start)
-        status = RunStatus.KILLED
-        try:
-            status = _play(player, config, clock, stop, start)
-        except KeyboardInterrupt:
-            out("")
-        finally:
-            report.stopping(status)
-            fleet.finish(status)
-    elapsed = clock() - start
+        player = _Player(config, fleet, report, clock())
+        status = _play_then_finish(player, clock, stop or threading.Event(), out)
+    elapsed = clock() - player.start
     summary = DemoSummary(
         run_id, server.url, status, player.steps_done, player.samples, player.events, elapsed
     )
@@ -155,15 +147,28 @@ def run_demo(
     return summary
 
 
-def _play(
-    player: _Player,
-    config: DemoConfig,
-    clock: Callable[[], float],
-    stop: threading.Event,
-    start: float,
+def _play_then_finish(
+    player: _Player, clock: Callable[[], float], stop: threading.Event, out: Out
 ) -> str:
+    """Play until the end, Ctrl-C or ``stop``; then finish every run with how it ended."""
+    status = RunStatus.KILLED
+    try:
+        status = _play(player, clock, stop)
+    except KeyboardInterrupt:
+        out("")  # past the ^C the terminal echoed
+    except BaseException:
+        status = RunStatus.FAILED
+        raise
+    finally:
+        player.report.stopping(status)
+        player.fleet.finish(status)
+    return status
+
+
+def _play(player: _Player, clock: Callable[[], float], stop: threading.Event) -> str:
     """The loop: sleep until the next thing is due, do it; the run's final status."""
-    deadline = math.inf if config.duration_s is None else start + config.duration_s
+    duration = player.config.duration_s
+    deadline = math.inf if duration is None else player.start + duration
     while True:
         if stop.wait(max(0.0, min(player.next_due(), deadline) - clock())):
             return RunStatus.KILLED

@@ -54,6 +54,11 @@ _CORE = {Phase.TRAIN: (72.0, 9.0), Phase.EVAL: (55.0, 9.0), Phase.CHECKPOINT: (9
 _NET = {Phase.TRAIN: 1.0, Phase.EVAL: 0.08, Phase.CHECKPOINT: 0.03}
 
 
+def _steady_temp(power_w: np.ndarray | float) -> np.ndarray | float:
+    """Where a GPU's temperature settles at a given power draw (air-cooled, ~68 C near 600 W)."""
+    return 30 + 0.065 * power_w
+
+
 @dataclass(frozen=True, slots=True)
 class HardwareSample:
     """One reading of the cluster: GPU metrics shaped (nodes, gpus), host metrics (nodes,)."""
@@ -91,6 +96,7 @@ class HardwareSim:
     def __init__(self, shape: TrainingShape) -> None:
         self.shape = shape
         self._c = _HardwareConstants.draw(shape)
+        self._idle_temp = _steady_temp(0.2 * GPU_POWER_LIMIT_W) + self._c.temp_offset
 
     def sample(
         self,
@@ -99,7 +105,10 @@ class HardwareSim:
         prev: HardwareSample | None = None,
         dt: float = 1.0,
     ) -> HardwareSample:
-        """Reading number ``i``, ``dt`` seconds after ``prev`` (temperatures lag behind power)."""
+        """Reading number ``i``, ``dt`` seconds after ``prev`` (temperatures lag behind power).
+
+        Without ``prev`` the GPUs start from their idle temperature.
+        """
         rng = rng_for(self.shape.seed, STREAM_HARDWARE, i)
         return HardwareSample(
             gpu=self._gpu(rng, activity, prev, dt),
@@ -117,12 +126,9 @@ class HardwareSim:
         util = self._util(rng, activity).reshape(grid)
         power = GPU_POWER_LIMIT_W * (0.2 + 0.7 * util / 100) * (1 + rng.normal(0, 0.02, grid))
         power = np.minimum(power, GPU_POWER_LIMIT_W)
-        steady = 30 + 0.065 * power + self._c.temp_offset
-        if prev is None:
-            temp = steady
-        else:
-            last = prev.gpu["gpu.temp_c"]
-            temp = last + (steady - last) * (1 - math.exp(-dt / THERMAL_TAU_S))
+        steady = _steady_temp(power) + self._c.temp_offset
+        last = self._idle_temp if prev is None else prev.gpu["gpu.temp_c"]
+        temp = last + (steady - last) * (1 - math.exp(-dt / THERMAL_TAU_S))
         throttle = np.where(util < 5, THROTTLE_IDLE, 0)
         throttle |= np.where(power > 0.97 * GPU_POWER_LIMIT_W, THROTTLE_SW_POWER_CAP, 0)
         mem = (self._c.mem_frac + rng.normal(0, 0.003, grid)) * GPU_MEM_TOTAL_BYTES
