@@ -94,7 +94,7 @@ def test_evaluation_and_checkpoints_idle_the_gpus_and_checkpoints_hit_the_disk()
 def test_temperature_follows_power_with_a_lag() -> None:
     readings = _readings(0.0)
     first, warm = readings[0].gpu["gpu.temp_c"], readings[-1].gpu["gpu.temp_c"]
-    assert (first < 45).all() and (warm - first > 10).all()  # GPUs warm up from idle
+    assert (first < 50).all() and (warm - first > 10).all()  # GPUs warm up from idle
     warm = readings[-1]
     step = TrainingSim(SHAPE).step(100)
     idle = step.activity_at(step.train_s + step.eval_s + 0.01)
