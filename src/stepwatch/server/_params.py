@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import overload
 
 from ..model import canonical_name
 from ._errors import ApiError
@@ -26,6 +27,10 @@ def label_match(run: str | None, labels: list[str] | None) -> dict[str, str] | N
     return match or None
 
 
+@overload
+def metric_name(name: str) -> str: ...
+@overload
+def metric_name(name: None) -> None: ...
 def metric_name(name: str | None) -> str | None:
     """The vocabulary name for a query's ``name`` (``loss`` means ``train.loss``)."""
     if name is None:

@@ -54,38 +54,56 @@ def _columns(data: dict[str, np.ndarray]) -> dict[str, list[Any]]:
     return {name: column(values) for name, values in data.items()}
 
 
-def query_router(store: Store) -> APIRouter:
-    """The read side of the API over ``store``."""
-    router = APIRouter(prefix="/api/v1")
+def _group_json(group: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "labels": group["labels"],
+        "ts": column(group["ts"]),
+        "count": column(group["count"]),
+        "q": {str(q): column(values) for q, values in group["q"].items()},
+    }
 
-    @router.get("/series")
-    def series(name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
+
+_EMPTY_DOWNSAMPLE = {
+    "ts": np.empty(0),
+    "min": np.empty(0),
+    "max": np.empty(0),
+    "last": np.empty(0),
+    "count": np.empty(0, np.int64),
+}
+
+
+class _Queries:
+    """The read side of the API; each method is one route (FastAPI reads its parameters)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def series(self, name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
         """Series by name and labels: ``?name=train.loss&run=r1&label=node:node0``."""
-        found = store.series(metric_name(name), label_match(run, label))
+        found = self.store.series(metric_name(name), label_match(run, label))
         return JSON([_series_json(info) for info in found])
 
-    @router.get("/query/raw")
     def raw(
-        series: int, start: float | None = None, end: float | None = None, limit: Limit = None
+        self, series: int, start: float | None = None, end: float | None = None, limit: Limit = None
     ) -> JSON:
         """Every sample of one series in [start, end], in time order."""
-        info = _lookup(store, series)
+        info = _lookup(self.store, series)
         time_range(start, end)
-        return JSON({**_series_json(info), **_columns(store.raw(series, start, end, limit))})
-
-    @router.get("/query/downsample")
-    def downsample(
-        series: int, start: float | None = None, end: float | None = None, points: int = 1000
-    ) -> JSON:
-        """Min/max/last/count per bucket, about ``points`` buckets over the range."""
-        info = _lookup(store, series)
-        n = check_points(points)
-        span = _extent(store, [info], start, end)
-        data = store.downsample(series, *span, n) if span else _EMPTY_DOWNSAMPLE
+        data = self.store.raw(series, start, end, limit)
         return JSON({**_series_json(info), **_columns(data)})
 
-    @router.get("/query/percentiles")
+    def downsample(
+        self, series: int, start: float | None = None, end: float | None = None, points: int = 1000
+    ) -> JSON:
+        """Min/max/last/count per bucket, about ``points`` buckets over the range."""
+        info = _lookup(self.store, series)
+        n = check_points(points)
+        span = _extent(self.store, [info], start, end)
+        data = self.store.downsample(series, *span, n) if span else _EMPTY_DOWNSAMPLE
+        return JSON({**_series_json(info), **_columns(data)})
+
     def percentiles(
+        self,
         name: str,
         run: str | None = None,
         label: Labels = None,
@@ -96,31 +114,15 @@ def query_router(store: Store) -> APIRouter:
         by: str | None = None,
     ) -> JSON:
         """Quantiles per bucket over every matching series, one entry per value of ``by``."""
-        metric, match, qs, n = (
-            metric_name(name),
-            label_match(run, label),
-            quantiles(q),
-            check_points(points),
-        )
-        assert metric is not None
-        span = _extent(store, store.series(metric, match), start, end)
-        groups = store.percentiles(metric, match, *span, n, qs, by) if span else []
-        return JSON(
-            [
-                {
-                    "labels": g["labels"],
-                    "ts": column(g["ts"]),
-                    "count": column(g["count"]),
-                    "q": {str(k): column(v) for k, v in g["q"].items()},
-                }
-                for g in groups
-            ]
-        )
+        metric, match = metric_name(name), label_match(run, label)
+        qs, n = quantiles(q), check_points(points)
+        span = _extent(self.store, self.store.series(metric, match), start, end)
+        groups = self.store.percentiles(metric, match, *span, n, qs, by) if span else []
+        return JSON([_group_json(g) for g in groups])
 
-    @router.get("/query/latest")
-    def latest(name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
+    def latest(self, name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
         """The newest sample of every matching series."""
-        rows = store.latest(metric_name(name), label_match(run, label))
+        rows = self.store.latest(metric_name(name), label_match(run, label))
         return JSON(
             [
                 {**key.as_dict(), "ts": ts, "step": step, "value": json_number(value)}
@@ -128,8 +130,8 @@ def query_router(store: Store) -> APIRouter:
             ]
         )
 
-    @router.get("/events")
     def events(
+        self,
         run: str | None = None,
         kind: str | None = None,
         start: float | None = None,
@@ -138,16 +140,16 @@ def query_router(store: Store) -> APIRouter:
     ) -> JSON:
         """The newest ``limit`` matching events, oldest first."""
         time_range(start, end)
-        found = store.events(run=run, kind=kind, start=start, end=end, limit=limit)
+        found = self.store.events(run=run, kind=kind, start=start, end=end, limit=limit)
         return JSON([clean(e.as_dict()) for e in found])
 
+
+def query_router(store: Store) -> APIRouter:
+    """The read side of the API over ``store``."""
+    queries = _Queries(store)
+    router = APIRouter(prefix="/api/v1")
+    router.add_api_route("/series", queries.series, methods=["GET"])
+    for name in ("raw", "downsample", "percentiles", "latest"):
+        router.add_api_route(f"/query/{name}", getattr(queries, name), methods=["GET"])
+    router.add_api_route("/events", queries.events, methods=["GET"])
     return router
-
-
-_EMPTY_DOWNSAMPLE = {
-    "ts": np.empty(0),
-    "min": np.empty(0),
-    "max": np.empty(0),
-    "last": np.empty(0),
-    "count": np.empty(0, np.int64),
-}

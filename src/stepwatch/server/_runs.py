@@ -57,39 +57,47 @@ def merge_run(existing: Run | None, update: RunIn, new_id: str, now: float) -> R
     return dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
 
 
-def runs_router(store: Store, clock: Callable[[], float]) -> APIRouter:
-    """The runs routes over ``store``; ``clock`` dates runs created without a start."""
-    router = APIRouter(prefix="/api/v1/runs")
+class _Runs:
+    """The runs routes over a store; ``clock`` dates runs created without a start."""
 
-    @router.post("")
-    def upsert(run: RunIn) -> JSON:
+    def __init__(self, store: Store, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.clock = clock
+
+    def upsert(self, run: RunIn) -> JSON:
         """Create a run (an id is generated when missing) or update the fields given."""
         run_id = run.id or uuid.uuid4().hex
-        merged = merge_run(store.get_run(run_id), run, run_id, clock())
-        store.upsert_run(merged)
+        merged = merge_run(self.store.get_run(run_id), run, run_id, self.clock())
+        self.store.upsert_run(merged)
         return JSON(_run_json(merged))
 
-    @router.get("")
-    def list_runs(project: str | None = None, status: str | None = None) -> JSON:
+    def list_runs(self, project: str | None = None, status: str | None = None) -> JSON:
         """Runs, optionally of one project and/or in one status."""
-        return JSON([_run_json(r) for r in store.list_runs(project=project, status=status)])
+        return JSON([_run_json(r) for r in self.store.list_runs(project=project, status=status)])
 
-    @router.get("/{run_id}")
-    def get_run(run_id: str) -> JSON:
+    def get_run(self, run_id: str) -> JSON:
         """One run, or 404."""
-        run = store.get_run(run_id)
+        run = self.store.get_run(run_id)
         if run is None:
             raise ApiError(404, f"unknown run {run_id!r}")
         return JSON(_run_json(run))
 
-    @router.post("/{run_id}/finish")
-    def finish(run_id: str, body: FinishIn) -> JSON:
+    def finish(self, run_id: str, body: FinishIn) -> JSON:
         """Mark a run finished, failed or killed."""
         try:
-            return JSON(_run_json(store.finish_run(run_id, body.status, end=body.end)))
+            return JSON(_run_json(self.store.finish_run(run_id, body.status, end=body.end)))
         except KeyError:
             raise ApiError(404, f"unknown run {run_id!r}") from None
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
 
+
+def runs_router(store: Store, clock: Callable[[], float]) -> APIRouter:
+    """The runs routes over ``store``; ``clock`` dates runs created without a start."""
+    runs = _Runs(store, clock)
+    router = APIRouter(prefix="/api/v1/runs")
+    router.add_api_route("", runs.upsert, methods=["POST"])
+    router.add_api_route("", runs.list_runs, methods=["GET"])
+    router.add_api_route("/{run_id}", runs.get_run, methods=["GET"])
+    router.add_api_route("/{run_id}/finish", runs.finish, methods=["POST"])
     return router

@@ -84,57 +84,78 @@ function extent(values) {
   return lo <= hi ? [lo, hi === lo ? lo + 1 : hi] : [0, 1];
 }
 
-// Draw the band between min and max per bucket, the last value as a line, red ticks for NaN/Inf.
-function draw(data) {
-  const canvas = $("chart");
-  const ctx = canvas.getContext("2d");
+// Pixel mappings for the data of one chart, padding left for the axis labels.
+function frame(canvas, ts, values) {
+  const pad = { left: 70, right: 10, top: 10, bottom: 24 };
   const w = canvas.width;
   const h = canvas.height;
-  const pad = { left: 70, right: 10, top: 10, bottom: 24 };
-  ctx.clearRect(0, 0, w, h);
-  const ts = data.ts;
-  const lo = data.min.map(toNumber);
-  const hi = data.max.map(toNumber);
-  const last = data.last.map(toNumber);
-  if (!ts.length) return;
   const [t0, t1] = ts.length > 1 ? [ts[0], ts[ts.length - 1]] : [ts[0] - 1, ts[0] + 1];
-  const [y0, y1] = extent(lo.concat(hi));
-  const x = (t) => pad.left + ((t - t0) / (t1 - t0)) * (w - pad.left - pad.right);
-  const y = (v) => h - pad.bottom - ((v - y0) / (y1 - y0)) * (h - pad.top - pad.bottom);
+  const [y0, y1] = extent(values);
+  return {
+    w, h, pad, t0, t1, y0, y1,
+    x: (t) => pad.left + ((t - t0) / (t1 - t0)) * (w - pad.left - pad.right),
+    y: (v) => h - pad.bottom - ((v - y0) / (y1 - y0)) * (h - pad.top - pad.bottom),
+  };
+}
+
+// The spread of each bucket: a vertical stroke from its min to its max.
+function drawBand(ctx, f, ts, lo, hi) {
   ctx.strokeStyle = "#b9c8e8";
   for (let i = 0; i < ts.length; i += 1) {
     if (!Number.isFinite(lo[i]) || !Number.isFinite(hi[i])) continue;
     ctx.beginPath();
-    ctx.moveTo(x(ts[i]), y(lo[i]));
-    ctx.lineTo(x(ts[i]), y(hi[i]) - 0.5);
+    ctx.moveTo(f.x(ts[i]), f.y(lo[i]));
+    ctx.lineTo(f.x(ts[i]), f.y(hi[i]) - 0.5);
     ctx.stroke();
   }
+}
+
+// The last value of each bucket as a line; NaN/Inf break it and get a red tick at the top.
+function drawLast(ctx, f, ts, last) {
   ctx.strokeStyle = "#1f5fd1";
+  ctx.fillStyle = "#b3261e";
   ctx.beginPath();
   let pen = false;
   for (let i = 0; i < ts.length; i += 1) {
     if (!Number.isFinite(last[i])) {
-      ctx.fillStyle = "#b3261e";
-      ctx.fillRect(x(ts[i]) - 1, pad.top, 2, 8);
+      ctx.fillRect(f.x(ts[i]) - 1, f.pad.top, 2, 8);
       pen = false;
-      continue;
+    } else if (pen) {
+      ctx.lineTo(f.x(ts[i]), f.y(last[i]));
+    } else {
+      ctx.moveTo(f.x(ts[i]), f.y(last[i]));
+      pen = true;
     }
-    if (pen) ctx.lineTo(x(ts[i]), y(last[i]));
-    else ctx.moveTo(x(ts[i]), y(last[i]));
-    pen = true;
   }
   ctx.stroke();
+}
+
+function drawAxes(ctx, f) {
   ctx.fillStyle = "#1d2330";
-  ctx.fillText(y1.toPrecision(4), 4, pad.top + 8);
-  ctx.fillText(y0.toPrecision(4), 4, h - pad.bottom);
-  ctx.fillText(fmtTime(t0), pad.left, h - 6);
-  const end = fmtTime(t1);
-  ctx.fillText(end, w - pad.right - ctx.measureText(end).width, h - 6);
+  ctx.fillText(f.y1.toPrecision(4), 4, f.pad.top + 8);
+  ctx.fillText(f.y0.toPrecision(4), 4, f.h - f.pad.bottom);
+  ctx.fillText(fmtTime(f.t0), f.pad.left, f.h - 6);
+  const end = fmtTime(f.t1);
+  ctx.fillText(end, f.w - f.pad.right - ctx.measureText(end).width, f.h - 6);
+}
+
+// One downsample response on the canvas: band, last-value line, axis labels.
+function draw(data) {
+  const canvas = $("chart");
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  if (!data.ts.length) return;
+  const lo = data.min.map(toNumber);
+  const hi = data.max.map(toNumber);
+  const f = frame(canvas, data.ts, lo.concat(hi));
+  drawBand(ctx, f, data.ts, lo, hi);
+  drawLast(ctx, f, data.ts, data.last.map(toNumber));
+  drawAxes(ctx, f);
 }
 
 async function drawSeries() {
   if (state.series === null) {
-    $("chart").getContext("2d").clearRect(0, 0, $("chart").width, $("chart").height);
+    draw({ ts: [], min: [], max: [], last: [] });
     return;
   }
   const points = $("chart").width - 80;
