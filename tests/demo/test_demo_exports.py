@@ -1,0 +1,21 @@
+"""The demo package exports exactly what the CLI and fault-injection code mean to use."""
+
+import stepwatch.demo as demo
+
+
+def test_exported_names() -> None:
+    assert sorted(demo.__all__) == [
+        "Activity",
+        "DemoConfig",
+        "DemoSummary",
+        "GPU_METRICS",
+        "HOST_METRICS",
+        "HardwareSample",
+        "HardwareSim",
+        "Phase",
+        "StepMetrics",
+        "TrainingShape",
+        "TrainingSim",
+        "run_demo",
+    ]
+    assert all(hasattr(demo, name) for name in demo.__all__)
