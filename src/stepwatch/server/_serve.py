@@ -127,19 +127,31 @@ class ServerThread:
         self.stop()
 
 
+_HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextmanager
 def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
     """Route SIGINT/SIGTERM to a graceful stop (only the main thread may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    handled = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda *_: stop()) for sig in handled}
+    previous = {sig: signal.signal(sig, lambda *_: stop()) for sig in _HANDLED}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def _signals_for_main_thread_only() -> Iterator[None]:
+    """Threads started inside block SIGINT/SIGTERM, so these reach the main thread and wake it."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def serve(
@@ -163,8 +175,13 @@ def serve(
         out: where the URL line goes.
     """
     server = ServerThread(store_path, host, port, token, max_body_bytes=max_body_bytes)
-    with _stop_on_signals(lambda: server.request_stop()), server:
-        out(f"stepwatch collector listening on {server.url}")
-        if ready is not None:
-            ready.set()
-        server.join()
+    with _stop_on_signals(server.request_stop):
+        with _signals_for_main_thread_only():
+            server.start()
+        try:
+            out(f"stepwatch collector listening on {server.url}")
+            if ready is not None:
+                ready.set()
+            server.join()
+        finally:
+            server.stop()
