@@ -69,7 +69,7 @@ class _Player:
         if now >= self.report_due:
             phase = self.current.phase_at(now - self.step_start)
             self.report.progress(self.last, phase, self.samples)
-            self.report_due = max(self.report_due + self.config.report_every_s, now)
+            self.report_due = _next_tick(self.report_due, self.config.report_every_s, now)
         return True
 
     def _notice_pause(self) -> None:
@@ -96,8 +96,13 @@ class _Player:
         self.samples += self.fleet.log_hardware(sample)
         self.last_hw = (now, sample)
         self.hw_index += 1
-        due = self.hw_due + self.config.hw_interval_s
-        self.hw_due = due if due > now else now + self.config.hw_interval_s  # skip, never burst
+        self.hw_due = _next_tick(self.hw_due, self.config.hw_interval_s, now)
+
+
+def _next_tick(due: float, every: float, now: float) -> float:
+    """The next time on a fixed schedule; after a stall it skips ahead rather than bursting."""
+    following = due + every
+    return following if following > now else now + every
 
 
 def _start_server(config: DemoConfig, out: Out) -> ServerThread:
