@@ -143,6 +143,11 @@ class Run:
             self._sender.start()
 
     @property
+    def durable_samples(self) -> int:
+        """Samples logged so far that are durably written to the spool."""
+        return self._writer.written_samples
+
+    @property
     def dropped_samples(self) -> int:
         """Samples lost because the spool was full (or unwritable)."""
         return self._writer.dropped_samples

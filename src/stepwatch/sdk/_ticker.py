@@ -13,7 +13,7 @@ log = logging.getLogger("stepwatch.sdk")
 
 
 class Ticker:
-    """Runs ``fn`` every ``interval_s`` on a fixed schedule (so data waits at most one interval)."""
+    """Calls ``fn`` every ``interval_s``, less its own duration: data waits at most one interval."""
 
     def __init__(
         self,
@@ -52,10 +52,13 @@ class Ticker:
             self._event.clear()
             if self._closing:
                 return
-            now = self._monotonic()
-            if now >= due:
-                due = max(due + self._interval, now)
+            start = self._monotonic()
             try:
                 self._fn()
             except Exception:
                 log.exception("stepwatch: background flush failed; will try again")
+            if start >= due:
+                # Start the next call early by this call's duration, so that what
+                # arrives just after this swap is written within one interval.
+                end = self._monotonic()
+                due = max(end, start + self._interval - (end - start))

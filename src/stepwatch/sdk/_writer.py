@@ -58,6 +58,7 @@ class BatchWriter:
         self._on_written = on_written
         self._lock = threading.Lock()
         self.seq = 0
+        self.written_samples = 0
         self.dropped_samples = 0
         self._reported = 0
         self._warned = False
@@ -74,6 +75,7 @@ class BatchWriter:
             if not len(arrays[0]) and not cols.events:
                 return
             if self._append(self._encode(arrays, cols), logged):
+                self.written_samples += logged
                 self._reported = report
                 self._on_written()
 
