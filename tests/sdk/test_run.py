@@ -190,10 +190,12 @@ def test_reaching_flush_samples_flushes_before_the_interval(
 
 def test_flush_makes_everything_logged_durable(spooled: Spooled, make_run: MakeRun) -> None:
     run = make_run(flush_interval_s=3600)
-    run.log({"loss": 1.0}, step=0)
+    run.log({"loss": 1.0, "lr": 0.1}, step=0)
+    assert run.durable_samples == 0
     run.flush()
+    assert run.durable_samples == 2
     samples, _ = spooled(run.spool_dir)
-    assert [v for *_, v in samples] == [1.0]
+    assert [v for *_, v in samples] == [1.0, 0.1]
 
 
 def test_a_full_spool_drops_batches_counts_them_and_warns_once(

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from ..model import Run as RunRecord
-from ..model import RunStatus, SeriesKey, validate_label
+from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
 from ..spool import RUN_FILE, Connect, HttpClient, Sender, Spool, write_run
 from ._buffer import Buffer, SeriesTable
 from ._env import Settings, new_source_id, resolve
@@ -184,7 +184,7 @@ class Run:
                 sid = self._intern(cache, key, labels)
             series.append(sid)
             values.append(value if type(value) is float else as_float(key, value))
-        stamp = as_step(step) if step is not None else -1
+        stamp = NO_STEP if step is None else as_step(step)
         if self._buffer.append(series, values, self._wall(), stamp) >= self._flush_samples:
             self._ticker.wake()
 
