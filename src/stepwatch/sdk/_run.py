@@ -102,12 +102,12 @@ class Run:
         )
         if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
             write_run(self.spool_dir.parent, self._record)
-        self._start_pipeline(settings, max_spool_bytes, flush_interval_s, connect)
         self._timer = StepTimer(self._log_timed, perf_clock)
         self._cache: dict[object, int] = {}
         self._label_caches: dict[tuple[tuple[str, object], ...], dict[object, int]] = {}
         self._finish_lock = threading.Lock()
         self.finished = False
+        self._start_pipeline(settings, max_spool_bytes, flush_interval_s, connect)
         track(self)
 
     def _start_pipeline(
