@@ -108,7 +108,7 @@ def sync(path: Path, server_url: str, token: str | None) -> None:
 
     result = sync_spool(path, server_url, token=token)
     click.echo(f"synced {result}")
-    if getattr(result, "rejected", 0):
+    if result.rejected or result.unsent:
         sys.exit(1)
 
 

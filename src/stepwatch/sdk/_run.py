@@ -20,8 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..model import Run as RunRecord
 from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
+from ..model import Run as RunRecord
 from ..spool import RUN_FILE, Connect, HttpClient, Sender, Spool, write_run
 from ._buffer import Buffer, SeriesTable
 from ._env import Settings, new_source_id, resolve
