@@ -102,11 +102,14 @@ def demo(
     help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
 )
 @click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
-def sync(path: Path, server_url: str, token: str | None) -> None:
+@click.option(
+    "--timeout", default=60.0, show_default=True, help="Give up retrying after S seconds."
+)
+def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None:
     """Upload runs logged offline (or left by a killed process) from a spool directory."""
     from .spool import sync as sync_spool
 
-    result = sync_spool(path, server_url, token=token)
+    result = sync_spool(path, server_url, token=token, timeout_s=timeout)
     click.echo(f"synced {result}")
     if result.rejected or result.unsent:
         sys.exit(1)

@@ -1,0 +1,68 @@
+"""The `stepwatch` command: each subcommand reaches its layer; failures give exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+import stepwatch
+from stepwatch.cli import main
+from stepwatch.model import Run
+from stepwatch.store import Store
+from stepwatch.wire import decode_json
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for command in ("demo", "server", "sync", "export"):
+        assert command in result.output
+
+
+def _store_with_run(path: Path) -> None:
+    body = b'{"source": "s", "seq": 0, "samples": [{"name": "loss", "labels": {"run": "r1"},'
+    body += b' "ts": 5.0, "step": 2, "value": "NaN"}]}'
+    with Store(path) as store:
+        store.upsert_run(Run(id="r1", start=1.0))
+        store.apply([decode_json(body)])
+
+
+def test_export_parquet_writes_every_sample(tmp_path: Path) -> None:
+    _store_with_run(tmp_path / "s.duckdb")
+    out = tmp_path / "r1.parquet"
+    args = ["export", "parquet", "r1", "--store", str(tmp_path / "s.duckdb"), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(out).to_pylist()
+    assert [(r["name"], r["step"], r["run"]) for r in rows] == [("train.loss", 2, "r1")]
+
+
+def test_export_of_an_unknown_run_fails_clearly(tmp_path: Path) -> None:
+    _store_with_run(tmp_path / "s.duckdb")
+    args = ["export", "parquet", "nope", "--store", str(tmp_path / "s.duckdb")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "no run 'nope'" in result.output
+
+
+def test_sync_uploads_an_offline_run(server, tmp_path: Path) -> None:
+    with stepwatch.init(run_id="offline-1", dir=tmp_path, labels={"rank": 0}) as run:
+        for i in range(50):
+            run.log({"loss": float(i)}, step=i)
+    result = CliRunner().invoke(main, ["sync", str(tmp_path), "--server", server.url])
+    assert result.exit_code == 0, result.output
+    with httpx.Client(base_url=server.url, timeout=5) as client:
+        (series,) = client.get("/api/v1/series", params={"run": "offline-1"}).json()
+        raw = client.get("/api/v1/query/raw", params={"series": series["id"]}).json()
+    assert raw["value"] == [float(i) for i in range(50)]
+
+
+def test_sync_to_an_unreachable_collector_exits_non_zero(tmp_path: Path) -> None:
+    with stepwatch.init(run_id="offline-2", dir=tmp_path) as run:
+        run.log({"loss": 1.0}, step=0)
+    args = ["sync", str(tmp_path), "--server", "http://127.0.0.1:9", "--timeout", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
