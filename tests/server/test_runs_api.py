@@ -38,6 +38,17 @@ def test_create_get_and_update_keep_unsent_fields(client: httpx.Client) -> None:
     assert client.get("/api/v1/runs/r1").json() == updated
 
 
+def test_another_rank_registering_erases_nothing(client: httpx.Client) -> None:
+    first = {"id": "r2", "name": "7b", "config": {"lr": 1e-3}, "start": 100.0}
+    client.post("/api/v1/runs", json=first)
+    late = client.post("/api/v1/runs", json={"id": "r2", "name": "", "config": {}, "start": 105.0})
+    assert (late.json()["name"], late.json()["config"], late.json()["start"]) == (
+        "7b",
+        {"lr": 1e-3},
+        100.0,
+    )
+
+
 def test_a_run_without_id_gets_one_and_a_start(client: httpx.Client) -> None:
     run = client.post("/api/v1/runs", json={"project": "p"}).json()
     assert len(run["id"]) >= 16 and run["start"] > 0

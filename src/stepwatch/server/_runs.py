@@ -49,12 +49,19 @@ def _run_json(run: Run) -> dict[str, Any]:
 
 
 def merge_run(existing: Run | None, update: RunIn, new_id: str, now: float) -> Run:
-    """Apply the fields a client sent onto the stored run (or a fresh one started ``now``)."""
+    """Apply the fields a client sent onto the stored run (or a fresh one started ``now``).
+
+    Every rank registers the run, so an empty field never erases what another
+    rank said, and the run starts when its earliest rank did.
+    """
     fields = update.model_dump(exclude_unset=True, exclude={"id"})
     if fields.get("status", RunStatus.RUNNING) not in RunStatus.ALL:
         raise ApiError(400, f"status must be one of {', '.join(RunStatus.ALL)}")
     base = existing or Run(id=new_id, start=now)
-    return dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
+    given = {k: v for k, v in fields.items() if v is not None and v != "" and v != {}}
+    if existing is not None and "start" in given:
+        given["start"] = min(given["start"], existing.start)
+    return dataclasses.replace(base, **given)
 
 
 class _Runs:
