@@ -49,6 +49,9 @@ async function loadRuns() {
     row.insertCell().textContent = run.name || run.id;
     row.addEventListener("click", () => selectRun(run).catch(showError));
   }
+  const shared = new URLSearchParams(location.hash.slice(1)).get("run");
+  const linked = state.run === null && runs.find((r) => r.id === shared);
+  if (linked) await selectRun(linked);
 }
 
 function seriesLabel(s) {
@@ -58,6 +61,7 @@ function seriesLabel(s) {
 
 async function selectRun(run) {
   state.run = run.id;
+  history.replaceState(null, "", "#run=" + encodeURIComponent(run.id));
   for (const row of $("runs").tBodies[0].rows) {
     row.classList.toggle("selected", row.dataset.runId === run.id);
   }
