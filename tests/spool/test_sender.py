@@ -41,6 +41,16 @@ def sender_for(spool: Spool, url: str, token: str | None = None) -> Sender:
     return Sender(spool, HttpClient(url, token, timeout_s=2.0), lambda: RUN, backoff=backoff)
 
 
+def ship(spool: Spool, url: str, batches: int) -> Sender:
+    """Spool ``batches`` batches, then run a sender until it has shipped them all."""
+    for seq in range(batches):
+        spool.append(batch(seq))
+    sender = sender_for(spool, url)
+    sender.start()
+    assert sender.close(timeout_s=10)
+    return sender
+
+
 def seqs(collector: FakeCollector) -> list[int]:
     return [b.seq for b in collector.batches]
 
@@ -70,11 +80,7 @@ def test_retries_a_failing_collector_until_it_recovers(
 ) -> None:
     collector.faults.fail_next = 4
     with Spool(tmp_path) as spool:
-        for seq in range(3):
-            spool.append(batch(seq))
-        sender = sender_for(spool, collector.url)
-        sender.start()
-        assert sender.close(timeout_s=10)
+        ship(spool, collector.url, batches=3)
     assert seqs(collector) == [0, 1, 2]
     assert collector.faults.fail_next == 0
 
@@ -84,11 +90,7 @@ def test_a_reply_lost_after_commit_does_not_duplicate_the_batch(
 ) -> None:
     collector.faults.lose_replies = 2
     with Spool(tmp_path) as spool:
-        for seq in range(3):
-            spool.append(batch(seq))
-        sender = sender_for(spool, collector.url)
-        sender.start()
-        assert sender.close(timeout_s=10)
+        ship(spool, collector.url, batches=3)
     assert seqs(collector) == [0, 1, 2]
     assert collector.duplicates == 2
 
@@ -98,11 +100,7 @@ def test_a_rejected_batch_is_counted_and_stepped_over(
 ) -> None:
     collector.faults.reject_seqs = {1}
     with Spool(tmp_path) as spool:
-        for seq in range(3):
-            spool.append(batch(seq))
-        sender = sender_for(spool, collector.url)
-        sender.start()
-        assert sender.close(timeout_s=10)
+        sender = ship(spool, collector.url, batches=3)
         assert not spool.pending()
     assert seqs(collector) == [0, 2]
     assert sender.stats.rejected == 1
