@@ -49,7 +49,9 @@ def test_export_of_an_unknown_run_fails_clearly(tmp_path: Path) -> None:
 
 
 def test_sync_uploads_an_offline_run(server, tmp_path: Path) -> None:
-    with stepwatch.init(run_id="offline-1", dir=tmp_path, labels={"rank": 0}) as run:
+    with stepwatch.init(
+        run_id="offline-1", dir=tmp_path, labels={"rank": 0}, heartbeat_s=None
+    ) as run:
         for i in range(50):
             run.log({"loss": float(i)}, step=i)
     result = CliRunner().invoke(main, ["sync", str(tmp_path), "--server", server.url])

@@ -14,6 +14,7 @@ import pytest
 
 from stepwatch.demo import GPU_METRICS, HOST_METRICS, DemoConfig, DemoSummary, run_demo
 from stepwatch.model import RunStatus
+from stepwatch.sdk import HEARTBEAT
 from stepwatch.store import Store
 
 TRAIN = ("train.loss", "train.lr", "train.grad_norm", "train.tokens_per_s")
@@ -73,7 +74,9 @@ def test_a_whole_run_reaches_the_store_from_every_rank_gpu_and_host(tmp_path: Pa
         assert run is not None and run.status == RunStatus.FINISHED
         assert run.planned_total_steps == STEPS and run.config["world_size"] == 4
         counts = _counts(store, summary.run_id)
-        assert sum(counts.values()) == summary.samples
+        beats = {k[1:3] for k in counts if k[0] == HEARTBEAT}
+        assert beats >= {(f"node{rank // 2}", str(rank)) for rank in range(4)}
+        assert sum(n for k, n in counts.items() if k[0] != HEARTBEAT) == summary.samples
         for rank in range(4):
             node = f"node{rank // 2}"
             assert all(counts[n, node, str(rank), None] == STEPS for n in TIMINGS)

@@ -42,13 +42,15 @@ def spooled() -> Spooled:
 
 @pytest.fixture
 def make_run(tmp_path: Path) -> Iterator[Callable[..., Run]]:
-    """An offline Run spooling under tmp_path, with a fixed host name and no launcher env."""
+    """An offline Run spooling under tmp_path, with a fixed host name, no launcher env and
+    no heartbeat (so spooled samples are exactly the logged ones)."""
     runs: list[Run] = []
 
     def make(**kwargs: object) -> Run:
         kwargs.setdefault("dir", tmp_path / "spool")
         kwargs.setdefault("environ", {})
         kwargs.setdefault("hostname", "host0")
+        kwargs.setdefault("heartbeat_s", None)
         run = Run(**kwargs)  # type: ignore[arg-type]
         runs.append(run)
         return run

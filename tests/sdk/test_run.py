@@ -167,7 +167,7 @@ def test_module_level_log_and_finish_act_on_the_current_run(
 ) -> None:
     with pytest.raises(RuntimeError, match="init"):
         stepwatch.log({"loss": 1.0})
-    run = stepwatch.init(dir=tmp_path, run_id="mod", labels={"node": "n0"})
+    run = stepwatch.init(dir=tmp_path, run_id="mod", labels={"node": "n0"}, heartbeat_s=None)
     assert stepwatch.sdk.current_run() is run
     stepwatch.log({"loss": 0.5}, step=1)
     stepwatch.finish()

@@ -5,7 +5,16 @@ import stepwatch.sdk as sdk
 
 
 def test_exported_names() -> None:
-    assert sorted(sdk.__all__) == ["DROPPED_SAMPLES", "Run", "current_run", "finish", "init", "log"]
+    assert sorted(sdk.__all__) == [
+        "DROPPED_SAMPLES",
+        "HEARTBEAT",
+        "Pipeline",
+        "Run",
+        "current_run",
+        "finish",
+        "init",
+        "log",
+    ]
     assert sorted(stepwatch.__all__) == ["Run", "__version__", "finish", "init", "log"]
     assert stepwatch.Run is sdk.Run and stepwatch.init is sdk.init
     assert stepwatch.__version__ == "0.1.0"

@@ -71,7 +71,7 @@ def test_misuse_is_an_error_and_a_failed_step_records_nothing() -> None:
 def test_run_step_timer_uses_perf_counter_and_the_run_labels(
     spooled: Spooled, tmp_path: Path
 ) -> None:
-    run = Run(dir=tmp_path, environ={"RANK": "5"}, hostname="h", run_id="t")
+    run = Run(dir=tmp_path, environ={"RANK": "5"}, hostname="h", run_id="t", heartbeat_s=None)
     for step in range(3):
         with run.step(step):
             with run.phase("data"):

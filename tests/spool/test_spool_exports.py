@@ -6,6 +6,7 @@ import stepwatch.spool as spool
 def test_exported_names() -> None:
     assert sorted(spool.__all__) == sorted(
         [
+            "NODE_SPOOL",
             "RUN_FILE",
             "Backoff",
             "Connect",

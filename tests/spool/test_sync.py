@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 
 from stepwatch.model import Run
-from stepwatch.spool import Backoff, Spool, sync, write_run
+from stepwatch.spool import NODE_SPOOL, Backoff, Spool, sync, write_run
 from stepwatch.wire import encode
 
 STEPS_PER_BATCH = 4
@@ -62,6 +62,21 @@ def test_offline_spool_round_trips_through_sync(server: Any, tmp_path: Path) -> 
         live = client.get("/api/v1/runs/r-live").json()
     assert (done["status"], done["project"], done["end"]) == ("finished", "offline", 2e9)
     assert live["status"] == "running"
+
+
+def test_a_node_spool_outside_any_run_is_synced_without_a_run(server: Any, tmp_path: Path) -> None:
+    with Spool(tmp_path / NODE_SPOOL / "agent-n0") as spool:
+        key = ("host.cpu_pct", {"node": "n0"})
+        ts = 1.7e9 + np.arange(3.0)
+        spool.append(
+            encode("agent-n0", 0, [key], ts * 0 + 12.5, ts, np.full(3, -1), np.zeros(3, np.uint32))
+        )
+    result = sync(tmp_path, server.url)
+    assert (result.runs, result.batches, result.samples, result.unsent) == (1, 1, 3, 0)
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        (series,) = client.get("/api/v1/series", params={"name": "host.cpu_pct"}).json()
+        assert series["labels"] == {"node": "n0"}
+        assert client.get("/api/v1/runs").json() == []
 
 
 def test_sync_twice_uploads_nothing_new(server: Any, tmp_path: Path) -> None:

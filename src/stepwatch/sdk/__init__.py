@@ -5,6 +5,16 @@ columns; background threads make them durable in the spool and ship them.
 """
 
 from ._api import current_run, finish, init, log
-from ._run import DROPPED_SAMPLES, Run
+from ._pipeline import DROPPED_SAMPLES, HEARTBEAT, Pipeline
+from ._run import Run
 
-__all__ = ["DROPPED_SAMPLES", "Run", "current_run", "finish", "init", "log"]
+__all__ = [
+    "DROPPED_SAMPLES",
+    "HEARTBEAT",
+    "Pipeline",
+    "Run",
+    "current_run",
+    "finish",
+    "init",
+    "log",
+]

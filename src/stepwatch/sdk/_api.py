@@ -27,6 +27,7 @@ def init(
     max_spool_bytes: int | None = None,
     token: str | None = None,
     planned_total_steps: int | None = None,
+    heartbeat_s: float | None = 5.0,
 ) -> Run:
     """Start logging a run and make it the current one.
 
@@ -43,6 +44,7 @@ def init(
         max_spool_bytes: cap on the spool; past it new batches are dropped and counted.
         token: bearer token for the collector; default env ``STEPWATCH_TOKEN``.
         planned_total_steps: lets the collector predict when the run ends.
+        heartbeat_s: how often a liveness sample is sent even when nothing is logged.
     """
     run = Run(
         project=project,
@@ -57,6 +59,7 @@ def init(
         max_spool_bytes=max_spool_bytes,
         token=token,
         planned_total_steps=planned_total_steps,
+        heartbeat_s=heartbeat_s,
     )
     _current[:] = [run]
     return run

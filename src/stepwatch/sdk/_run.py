@@ -22,18 +22,14 @@ from typing import Any
 
 from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
-from ..spool import RUN_FILE, Connect, HttpClient, Sender, Spool, write_run
-from ._buffer import Buffer, SeriesTable
-from ._env import Settings, new_source_id, resolve
+from ..spool import RUN_FILE, Connect, write_run
+from ._env import new_source_id, resolve
+from ._pipeline import Pipeline
 from ._registry import track, untrack
-from ._ticker import Ticker
 from ._timer import StepTimer
 from ._values import as_float, as_step
-from ._writer import BatchWriter
 
-__all__ = ["DROPPED_SAMPLES", "Run"]
-
-DROPPED_SAMPLES = "stepwatch.dropped_samples"
+__all__ = ["Run"]
 
 #: Series labels that differ between the processes of one run, so they are not run labels.
 _PER_PROCESS = frozenset({"run", "node", "rank", "local_rank", "gpu"})
@@ -67,6 +63,7 @@ class Run:
         max_spool_bytes: int | None = None,
         token: str | None = None,
         planned_total_steps: int | None = None,
+        heartbeat_s: float | None = 5.0,
         *,
         environ: Mapping[str, str] | None = None,
         hostname: str | None = None,
@@ -74,8 +71,6 @@ class Run:
         perf_clock: Callable[[], float] = time.perf_counter,
         connect: Connect | None = None,
     ) -> None:
-        if flush_samples < 1 or flush_interval_s <= 0:
-            raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
         settings = resolve(
             run_id=run_id,
             server=server,
@@ -89,7 +84,7 @@ class Run:
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
         self.source = new_source_id(os.getpid())
         self.spool_dir: Path = settings.root / self.id / self.source
-        self._wall, self._flush_samples = wall_clock, flush_samples
+        self._wall = wall_clock
         self._leader = self.labels.get("rank", "0") == "0"
         self._record = RunRecord(
             id=self.id,
@@ -107,50 +102,31 @@ class Run:
         self._label_caches: dict[tuple[tuple[str, object], ...], dict[object, int]] = {}
         self._finish_lock = threading.Lock()
         self.finished = False
-        self._start_pipeline(settings, max_spool_bytes, flush_interval_s, connect)
-        track(self)
-
-    def _start_pipeline(
-        self,
-        settings: Settings,
-        max_spool_bytes: int | None,
-        flush_interval_s: float,
-        connect: Connect | None,
-    ) -> None:
-        """Buffer → writer (flush thread) → spool → sender (send thread, when online)."""
-        self._table, self._buffer = SeriesTable(), Buffer()
-        self._spool = Spool(self.spool_dir, max_bytes=max_spool_bytes)
-        self._sender: Sender | None = None
-        if settings.server:
-            client = HttpClient(settings.server, settings.token, connect=connect)
-            self._sender = Sender(
-                self._spool, client, lambda: self._record, name=f"stepwatch-send-{self.source}"
-            )
-        self._writer = BatchWriter(
-            self._buffer,
-            self._table,
-            self._spool,
+        self._pipeline = Pipeline(
+            self.spool_dir,
             self.source,
-            self._table.intern(SeriesKey.of(DROPPED_SAMPLES, self.labels)),
-            self._wall,
-            self._sender.notify if self._sender else lambda: None,
+            self.labels,
+            server=settings.server,
+            token=settings.token,
+            run=lambda: self._record,
+            flush_interval_s=flush_interval_s,
+            flush_samples=flush_samples,
+            max_spool_bytes=max_spool_bytes,
+            heartbeat_s=heartbeat_s,
+            wall=wall_clock,
+            connect=connect,
         )
-        self._ticker = Ticker(
-            self._writer.flush, flush_interval_s, name=f"stepwatch-flush-{self.source}"
-        )
-        self._ticker.start()
-        if self._sender:
-            self._sender.start()
+        track(self)
 
     @property
     def durable_samples(self) -> int:
         """Samples logged so far that are durably written to the spool."""
-        return self._writer.written_samples
+        return self._pipeline.durable_samples
 
     @property
     def dropped_samples(self) -> int:
         """Samples lost because the spool was full (or unwritable)."""
-        return self._writer.dropped_samples
+        return self._pipeline.dropped_samples
 
     def log(
         self,
@@ -185,8 +161,7 @@ class Run:
             series.append(sid)
             values.append(value if type(value) is float else as_float(key, value))
         stamp = NO_STEP if step is None else as_step(step)
-        if self._buffer.append(series, values, self._wall(), stamp) >= self._flush_samples:
-            self._ticker.wake()
+        self._pipeline.append(series, values, self._wall(), stamp)
 
     def _labels_cache(self, labels: Mapping[str, object]) -> dict[object, int]:
         try:
@@ -208,7 +183,7 @@ class Run:
             merged = {**self.labels, **labels, "run": self.id}
         if not isinstance(key, str):
             raise TypeError(f"metric name must be a str, got {type(key).__name__}: {key!r:.40}")
-        sid = cache[key] = self._table.intern(SeriesKey.of(key, merged))
+        sid = cache[key] = self._pipeline.intern(SeriesKey.of(key, merged))
         return sid
 
     def step(self, step: int) -> AbstractContextManager[None]:
@@ -236,13 +211,13 @@ class Run:
                 f"event data must be JSON numbers, strings, lists, dicts: {exc}"
             ) from None
         labels = dict(self.labels)
-        self._buffer.add_event(
+        self._pipeline.add_event(
             {"ts": self._wall(), "kind": kind, "text": text, "labels": labels, "data": snapshot}
         )
 
     def flush(self) -> None:
         """Block until everything logged so far is durable in the spool."""
-        self._writer.flush()
+        self._pipeline.flush()
 
     def finish(self, status: str = RunStatus.FINISHED, *, timeout_s: float = 10.0) -> None:
         """Flush, record how the run ended, and try for ``timeout_s`` to ship what is left.
@@ -255,20 +230,14 @@ class Run:
             if self.finished:
                 return
             self.finished = True
-        try:
-            self._ticker.close()
-        finally:
-            self._close(status, timeout_s)
-
-    def _close(self, status: str, timeout_s: float) -> None:
         self._record = dataclasses.replace(self._record, status=status, end=self._wall())
         records_end = self._leader or status != RunStatus.FINISHED
         if records_end:
             write_run(self.spool_dir.parent, self._record)
-        if self._sender:
-            self._sender.close(timeout_s, self._record if records_end else None)
-        self._spool.close()
-        untrack(self)
+        try:
+            self._pipeline.close(timeout_s, self._record if records_end else None)
+        finally:
+            untrack(self)
 
     def __enter__(self) -> Run:
         return self

@@ -8,13 +8,14 @@ restart, and ``sync`` uploads spools written offline or left by a killed process
 from ._backoff import Backoff
 from ._fake import FakeCollector, Faults
 from ._http import Connect, HttpClient, Response, TransportError
-from ._meta import RUN_FILE, read_run, write_run
+from ._meta import NODE_SPOOL, RUN_FILE, read_run, write_run
 from ._sender import Sender
 from ._ship import ShipStats
 from ._spool import Position, Spool
 from ._sync import SyncResult, sync
 
 __all__ = [
+    "NODE_SPOOL",
     "RUN_FILE",
     "Backoff",
     "Connect",

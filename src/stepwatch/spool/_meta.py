@@ -10,9 +10,11 @@ from typing import Any
 from ..model import Run, RunStatus
 from ._files import atomic_write
 
-__all__ = ["RUN_FILE", "finish_payload", "read_run", "run_payload", "write_run"]
+__all__ = ["NODE_SPOOL", "RUN_FILE", "finish_payload", "read_run", "run_payload", "write_run"]
 
 RUN_FILE = "run.json"
+#: Spool root subdirectory of producers outside any run (a standalone node agent).
+NODE_SPOOL = "_node"
 _FIELDS = {f.name for f in dataclasses.fields(Run)}
 
 

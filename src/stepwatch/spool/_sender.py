@@ -25,7 +25,8 @@ class Sender:
     Args:
         spool: the spool to drain; its acked position is where sending resumes.
         client: the collector connection (owned and closed by the sender).
-        run: returns the run's metadata; the run is created on the server first.
+        run: returns the run's metadata; the run is created on the server first
+            (None for a producer outside any run, such as a standalone node agent).
         backoff: retry delays (default 0.1 s doubling to 10 s, with jitter).
         monotonic: clock for the shutdown deadline.
     """
@@ -34,7 +35,7 @@ class Sender:
         self,
         spool: Spool,
         client: HttpClient,
-        run: Callable[[], Run],
+        run: Callable[[], Run] | None,
         *,
         backoff: Backoff | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -105,7 +106,7 @@ class Sender:
             self._wake.clear()
 
     def _round(self, closing: bool) -> None:
-        if not self._created:
+        if not self._created and self._run is not None:
             create_run(self._shipper.client, self._run())
             self._created = True
         self._shipper.ship(stop=self._expired)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._backoff import Backoff
 from ._http import Connect, HttpClient, TransportError
-from ._meta import RUN_FILE, read_run
+from ._meta import NODE_SPOOL, RUN_FILE, read_run
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
 
@@ -55,25 +55,32 @@ class _Retrier:
             return True
 
 
+def _is_run_dir(path: Path) -> bool:
+    return (path / RUN_FILE).is_file() or (path.name == NODE_SPOOL and path.is_dir())
+
+
 def _run_dirs(root: Path) -> list[Path]:
-    if (root / RUN_FILE).is_file():
+    if _is_run_dir(root):
         return [root]
     if not root.is_dir():
         raise FileNotFoundError(f"no spool directory at {root}")
-    return [d for d in sorted(root.iterdir()) if (d / RUN_FILE).is_file()]
+    return [d for d in sorted(root.iterdir()) if _is_run_dir(d)]
 
 
 def _sync_run(run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier) -> int:
-    """Create the run, ship each of its sources, record its end; return batches left unsent."""
-    run = read_run(run_dir)
-    created = retry(partial(create_run, client, run))
+    """Create the run, ship each of its sources, record its end; return batches left unsent.
+
+    The node spool (producers outside any run) has no run to create or finish.
+    """
+    run = read_run(run_dir) if run_dir.name != NODE_SPOOL else None
+    created = run is None or retry(partial(create_run, client, run))
     unsent = 0
     for source in sorted(d for d in run_dir.iterdir() if d.is_dir()):
         with Spool(source) as spool:
             if created:
                 retry(partial(Shipper(spool, client, stats).ship, stop=retry.expired))
             unsent += sum(1 for _ in spool.records())
-    if created and not unsent:
+    if run is not None and created and not unsent:
         retry(partial(finish_run, client, run))
     return unsent
 

@@ -1,0 +1,128 @@
+"""The path every producer's samples take: buffer → writer → spool → sender, plus a heartbeat.
+
+The SDK's Run and the node agent both feed one of these, so durability,
+shipping and liveness behave the same whichever process produced the data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import NO_STEP, SeriesKey
+from ..model import Run as RunRecord
+from ..spool import Connect, HttpClient, Sender, Spool
+from ._buffer import Buffer, SeriesTable
+from ._ticker import Ticker
+from ._writer import BatchWriter
+
+__all__ = ["DROPPED_SAMPLES", "HEARTBEAT", "Pipeline"]
+
+DROPPED_SAMPLES = "stepwatch.dropped_samples"
+#: Liveness: seconds since the producer started, sent every ``heartbeat_s`` even when idle,
+#: so a silent node can be told from a quiet one.
+HEARTBEAT = "stepwatch.heartbeat_s"
+
+
+class Pipeline:
+    """One producer's buffered, durable, shipped stream of samples and events.
+
+    Args:
+        spool_dir: this producer's own spool directory.
+        source: the producer's source id (batches are numbered per source).
+        labels: labels of the producer's own series (dropped samples, heartbeat).
+        server, token, connect: where to ship; no server means spool only.
+        run: the run record the sender creates on the collector first (None: no run).
+        flush_interval_s, flush_samples: flush every interval, or sooner once this many wait.
+        heartbeat_s: how often the heartbeat sample is added (None: never).
+    """
+
+    def __init__(
+        self,
+        spool_dir: Path,
+        source: str,
+        labels: Mapping[str, str],
+        *,
+        server: str | None,
+        token: str | None = None,
+        run: Callable[[], RunRecord] | None = None,
+        flush_interval_s: float = 1.0,
+        flush_samples: int = 50_000,
+        max_spool_bytes: int | None = None,
+        heartbeat_s: float | None = 5.0,
+        wall: Callable[[], float] = time.time,
+        connect: Connect | None = None,
+    ) -> None:
+        if flush_samples < 1 or flush_interval_s <= 0:
+            raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
+        self.source, self._wall, self._flush_samples = source, wall, flush_samples
+        self.table, self._buffer = SeriesTable(), Buffer()
+        self.spool = Spool(spool_dir, max_bytes=max_spool_bytes)
+        self.sender: Sender | None = None
+        if server:
+            client = HttpClient(server, token, connect=connect)
+            self.sender = Sender(self.spool, client, run, name=f"stepwatch-send-{source}")
+        self._writer = BatchWriter(
+            self._buffer,
+            self.table,
+            self.spool,
+            source,
+            self.table.intern(SeriesKey.of(DROPPED_SAMPLES, labels)),
+            wall,
+            self.sender.notify if self.sender else lambda: None,
+        )
+        self._heartbeat = self.table.intern(SeriesKey.of(HEARTBEAT, labels))
+        self._heartbeat_s, self._started = heartbeat_s, wall()
+        self._beat_due = self._started
+        self._ticker = Ticker(self._tick, flush_interval_s, name=f"stepwatch-flush-{source}")
+        self._ticker.start()
+        if self.sender:
+            self.sender.start()
+
+    @property
+    def durable_samples(self) -> int:
+        """Samples appended so far that are durably written to the spool."""
+        return self._writer.written_samples
+
+    @property
+    def dropped_samples(self) -> int:
+        """Samples lost because the spool was full (or unwritable)."""
+        return self._writer.dropped_samples
+
+    def intern(self, key: SeriesKey) -> int:
+        """The id of a series for ``append``."""
+        return self.table.intern(key)
+
+    def append(self, series: list[int], values: list[float], ts: float, step: int) -> None:
+        """Buffer one call's samples (all at ``ts``/``step``); flush early once the buffer fills."""
+        if self._buffer.append(series, values, ts, step) >= self._flush_samples:
+            self._ticker.wake()
+
+    def add_event(self, event: Mapping[str, Any]) -> None:
+        """Queue an event (``model.Event.as_dict()`` shape) for the next batch."""
+        self._buffer.add_event(dict(event))
+
+    def flush(self) -> None:
+        """Block until everything appended so far is durable in the spool."""
+        self._writer.flush()
+
+    def _tick(self) -> None:
+        now = self._wall()
+        if self._heartbeat_s is not None and now >= self._beat_due:
+            self._buffer.append([self._heartbeat], [now - self._started], now, NO_STEP)
+            self._beat_due = now + self._heartbeat_s
+        self._writer.flush()
+
+    def close(self, timeout_s: float, finish: RunRecord | None = None) -> bool:
+        """Flush, then ship what is left (and ``finish``) for at most ``timeout_s``.
+
+        Returns True when everything was delivered; the rest stays in the spool.
+        """
+        try:
+            self._ticker.close()
+        finally:
+            delivered = self.sender.close(timeout_s, finish) if self.sender else False
+            self.spool.close()
+        return delivered
