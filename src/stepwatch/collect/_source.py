@@ -7,11 +7,11 @@ node (and run) labels, and hands its readings to the same pipeline the SDK uses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..model import Event
 
-__all__ = ["Reading", "Sample", "Source"]
+__all__ = ["Flushes", "Reading", "Sample", "Source"]
 
 
 @dataclass(slots=True)
@@ -46,4 +46,13 @@ class Source(Protocol):
 
     def close(self) -> None:
         """Release handles and stop any thread the source started."""
+        ...
+
+
+@runtime_checkable
+class Flushes(Protocol):
+    """A source that holds data back (a partial line, a traceback still open) until flushed."""
+
+    def flush(self) -> Reading:
+        """Hand over what is held back; called before ``close`` so nothing is lost."""
         ...
