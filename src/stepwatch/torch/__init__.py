@@ -1,0 +1,9 @@
+"""PyTorch hooks: ``watch(model, optimizer)`` records each optimizer step without changing the loop.
+
+Importing this package imports torch; ``import stepwatch`` alone never does.
+"""
+
+from ._device import Cuda, Device, Host
+from ._watch import Watcher, watch
+
+__all__ = ["Cuda", "Device", "Host", "Watcher", "watch"]
