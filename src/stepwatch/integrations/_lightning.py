@@ -1,0 +1,180 @@
+"""The Lightning callback's hooks, shared by ``lightning.pytorch`` and ``pytorch_lightning``.
+
+Lightning runs forward and backward in a closure inside ``optimizer.step()``, so
+the step boundaries come from its batch hooks rather than optimizer hooks: a
+step runs from the first ``on_train_batch_start`` after the previous optimizer
+step to the ``on_train_batch_end`` that sees ``global_step`` advance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..model import RunStatus
+from ..sdk import Run
+from ..torch._clip import covers, listen
+from ..torch._device import device_of
+from ..torch._grads import Labelled, grad_norm, learning_rates, trainable
+from ..torch._steps import Recorder, Timeline
+from ._owner import RunOwner
+
+__all__ = ["LightningHooks"]
+
+
+def _planned(trainer: Any) -> int | None:
+    if trainer.max_steps is not None and trainer.max_steps > 0:
+        return int(trainer.max_steps)
+    total = trainer.estimated_stepping_batches
+    return int(total) if math.isfinite(total) else None
+
+
+def _config(trainer: Any, module: Any) -> dict[str, Any]:
+    settings = ("max_steps", "max_epochs", "accumulate_grad_batches", "gradient_clip_val")
+    return {
+        "hparams": dict(getattr(module, "hparams", {})),
+        "trainer": {name: getattr(trainer, name, None) for name in settings}
+        | {"precision": str(trainer.precision), "world_size": trainer.world_size},
+    }
+
+
+def _clips_by_norm(trainer: Any) -> bool:
+    """Whether Lightning will call ``clip_grad_norm_`` (its default algorithm is the norm)."""
+    algorithm = trainer.gradient_clip_algorithm
+    return bool(trainer.gradient_clip_val) and (algorithm is None or algorithm == "norm")
+
+
+def _loss(outputs: object) -> torch.Tensor | None:
+    """The loss in what ``training_step`` returned (a tensor, or a dict with ``loss``)."""
+    if isinstance(outputs, Mapping):
+        outputs = outputs.get("loss")
+    return outputs.detach() if isinstance(outputs, torch.Tensor) else None
+
+
+class LightningHooks:
+    """Logs a Lightning fit: per-step times on every rank; loss, lr and grad norm on rank 0.
+
+    ``train.step_time_s``, ``train.data_time_s`` and ``train.compute_time_s`` are
+    recorded at the optimizer step's index (``global_step`` before it advances),
+    leaving validation out of them; rank 0 adds ``train.loss`` (the mean over the
+    step's micro-batches), ``train.lr`` (per param group when several) and
+    ``train.grad_norm``, taken from Lightning's own ``clip_grad_norm_`` call when
+    ``gradient_clip_val`` is set and computed in ``on_before_optimizer_step``
+    otherwise. Each checkpoint is a ``checkpoint`` event. A run started here
+    ends with ``on_train_end`` (finished) or ``on_exception`` (failed).
+
+    Args:
+        run: log to this run (and leave it open); by default a run is started at
+            ``on_train_start`` (name from the module class, config from its
+            hparams and the trainer, planned steps from ``max_steps`` or the estimate).
+        **init_kwargs: passed to ``stepwatch.init`` over those defaults.
+    """
+
+    def __init__(self, run: Run | None = None, **init_kwargs: Any) -> None:
+        self._owner = RunOwner(run, init_kwargs)
+        self._timeline: Timeline | None = None
+        self._recorder: Recorder | None = None
+        self._stop_listening: Callable[[], None] | None = None
+        self._reset_step()
+
+    @property
+    def run(self) -> Run | None:
+        """The run being logged to (None before training starts)."""
+        return self._owner.run
+
+    def _reset_step(self) -> None:
+        self._step: int | None = None
+        self._losses: list[torch.Tensor] = []
+        self._values: dict[str, object] = {}
+        self._labelled: Labelled = []
+        self._clipped: torch.optim.Optimizer | None = None
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        rank = {"rank": trainer.global_rank} if trainer.world_size > 1 else {}
+        run = self._owner.start(
+            project="lightning",
+            name=type(pl_module).__name__,
+            config=_config(trainer, pl_module),
+            planned_total_steps=_planned(trainer),
+            labels=rank,
+        )
+        device = device_of(pl_module)
+        self._timeline, self._recorder = Timeline(device), Recorder(run, device)
+        self._leader, self._clips = trainer.is_global_zero, _clips_by_norm(trainer)
+        self._stop_listening = listen(self._on_clip)
+        self._reset_step()
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._timeline is not None and self._step is None:
+            self._timeline.begin()
+            self._step = trainer.global_step
+
+    def on_before_optimizer_step(
+        self, trainer: Any, pl_module: Any, optimizer: torch.optim.Optimizer
+    ) -> None:
+        if not self._leader:
+            return
+        lrs, self._labelled = learning_rates(trainer.optimizers)
+        self._values.update(lrs)
+        if self._clips:
+            self._clipped = optimizer
+        else:
+            self._values["train.grad_norm"] = grad_norm(trainable([optimizer]))
+
+    def _on_clip(self, params: list[torch.Tensor], norm_type: float, total: torch.Tensor) -> None:
+        optimizer = self._clipped
+        if optimizer is not None and norm_type == 2.0 and covers(params, trainable([optimizer])):
+            self._values["train.grad_norm"] = total
+            self._clipped = None
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        loss = _loss(outputs)
+        if loss is not None and self._leader:
+            self._losses.append(loss)
+        if self._step is not None and trainer.global_step != self._step:
+            self._submit(self._step)
+
+    def _submit(self, step: int) -> None:
+        assert self._timeline is not None and self._recorder is not None
+        if self._losses:
+            self._values["train.loss"] = torch.stack(self._losses).float().mean()
+        self._recorder.submit(step, self._timeline.end(), self._values, self._labelled)
+        self._reset_step()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._timeline is not None and self._step is None:
+            self._timeline.resume()  # validation between steps is not the next step's data wait
+
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        run = self.run
+        if run is not None and not run.finished and trainer.is_global_zero:
+            step = trainer.global_step
+            run.event(
+                "checkpoint", f"checkpoint at step {step}", step=step, epoch=trainer.current_epoch
+            )
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._close(RunStatus.FINISHED)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        interrupted = isinstance(exception, KeyboardInterrupt)
+        self._close(RunStatus.KILLED if interrupted else RunStatus.FAILED)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._close(RunStatus.FINISHED)
+
+    def _close(self, status: str) -> None:
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
+        if self._recorder is not None:
+            self._recorder.drain(wait=True)
+        self._timeline = self._recorder = None
+        self._owner.end(status)

@@ -1,0 +1,145 @@
+"""The Hugging Face ``Trainer`` callback: ``Trainer(..., callbacks=[StepwatchCallback()])``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from ..sdk import Run
+from ..torch._device import Host, device_of
+from ..torch._steps import Recorder, Timeline
+from ._names import hf_metrics
+from ._owner import RunOwner
+
+__all__ = ["StepwatchCallback"]
+
+
+def _config(args: TrainingArguments, model: Any) -> dict[str, Any]:
+    config = getattr(model, "config", None)
+    return {"args": args.to_dict(), "model": config.to_dict() if config is not None else {}}
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+class StepwatchCallback(TrainerCallback):
+    """Logs a Trainer's steps, its logs and its checkpoints to a stepwatch run.
+
+    Every process records ``train.step_time_s``, ``train.data_time_s`` (waiting
+    for the step's batches) and ``train.compute_time_s`` at ``state.global_step``;
+    logging, evaluation and checkpoint pauses between steps are left out of them.
+    The main process maps each ``on_log`` (see ``_names``: ``loss`` → ``train.loss``,
+    ``eval_loss`` → ``eval.loss``, other numbers → ``hf.<key>``) and records each
+    checkpoint as a ``checkpoint`` event with ``ckpt.write_s`` and ``ckpt.bytes``.
+
+    Args:
+        run: log to this run (and leave it open); by default a run is started at
+            ``on_train_begin`` (project and name from the arguments, config from
+            them and the model's config, the planned steps from ``max_steps``) and
+            finished at ``on_train_end``.
+        **init_kwargs: passed to ``stepwatch.init`` over those defaults.
+    """
+
+    def __init__(
+        self,
+        run: Run | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        **init_kwargs: Any,
+    ) -> None:
+        self._owner = RunOwner(run, init_kwargs)
+        self._clock = clock
+        self._last = clock()
+        self._timeline: Timeline | None = None
+        self._recorder: Recorder | None = None
+
+    @property
+    def run(self) -> Run | None:
+        """The run being logged to (None before training starts)."""
+        return self._owner.run
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        model = kwargs.get("model")
+        run = self._owner.start(
+            project=getattr(args, "project", None) or "huggingface",
+            name=args.run_name,
+            config=_config(args, model),
+            planned_total_steps=state.max_steps or None,
+        )
+        device = device_of(model) if model is not None else Host()
+        self._timeline, self._recorder = Timeline(device), Recorder(run, device)
+        self._paused()
+
+    def _paused(self) -> None:
+        """Between steps: what follows (until the next batch is asked for) is not step time."""
+        if self._timeline is not None:
+            self._timeline.resume()
+        self._last = self._clock()
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._timeline is not None:
+            self._timeline.begin()
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._timeline is None or self._recorder is None:
+            return
+        self._recorder.submit(state.global_step, self._timeline.end(), {})
+        self._last = self._clock()
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        run = self.run
+        if run is not None and not run.finished and state.is_world_process_zero and logs:
+            values = hf_metrics(logs)
+            if values:
+                run.log(values, step=state.global_step)
+        self._paused()
+
+    def on_evaluate(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self._paused()
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        run, step = self.run, state.global_step
+        if run is not None and not run.finished and state.is_world_process_zero:
+            write_s = self._clock() - self._last
+            path = Path(args.output_dir or ".") / f"checkpoint-{step}"
+            size = _tree_bytes(path) if path.is_dir() else 0
+            run.log({"ckpt.write_s": write_s, "ckpt.bytes": size}, step=step)
+            run.event(
+                "checkpoint",
+                f"saved checkpoint {path}",
+                step=step,
+                path=str(path),
+                bytes=size,
+                write_s=write_s,
+            )
+        self._paused()
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self._recorder is not None:
+            self._recorder.drain(wait=True)
+        self._timeline = self._recorder = None
+        self._owner.end()
