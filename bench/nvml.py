@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepwatch.collect._gpu import GpuSource, GpuUnavailable, open_gpu
-from stepwatch.collect._source import Reading
+from stepwatch.collect import GpuSource, GpuUnavailable, Reading, open_gpu
 
 
 def _latency(label: str, seconds: list[float]) -> str:

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import NO_STEP, Event, SeriesKey
+from ..model import Run as RunRecord
 from ..sdk import Pipeline
-from ._source import Reading, Source
+from ._source import Flushes, Reading, Source
 
 __all__ = ["SOURCE_ERRORS", "Agent"]
 
@@ -59,17 +60,21 @@ class Agent:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 10.0) -> bool:
-        """Stop reading, close the sources and the pipeline; True when all was delivered."""
+    def stop(self, timeout_s: float = 10.0, finish: RunRecord | None = None) -> bool:
+        """Stop reading, close the sources, then ship what is left (and ``finish``, the end of
+        the run this agent's owner created) for at most ``timeout_s``; True when all was delivered.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         for source in self.sources:
             try:
+                if isinstance(source, Flushes):
+                    self.emit(source.flush(), self._wall())
                 source.close()
             except Exception:
                 log.exception("closing source %s failed", source.name)
-        return self.pipeline.close(timeout_s)
+        return self.pipeline.close(timeout_s, finish)
 
     def _loop(self) -> None:
         due = [self._monotonic()] * len(self.sources)

@@ -1,0 +1,98 @@
+"""Building an agent from its options: which sources, which labels, where it spools and ships.
+
+Shared by ``stepwatch agent`` (a node daemon) and ``stepwatch run`` (an agent
+beside one wrapped command), so both read the same sources the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..model import Run as RunRecord
+from ..sdk import Pipeline
+from ..spool import NODE_SPOOL
+from ._agent import Agent
+from ._gpu import open_gpu
+from ._host import HostSource
+from ._scrape import ScrapeSource
+from ._source import Source
+from ._tail import LogTail
+
+__all__ = ["AgentOptions", "default_spool_root", "open_agent"]
+
+
+def default_spool_root() -> Path:
+    """Where producers spool unless told otherwise (the SDK's default too)."""
+    return Path.home() / ".stepwatch" / "spool"
+
+
+@dataclass(slots=True)
+class AgentOptions:
+    """What an agent reads and where it sends it (the ``stepwatch agent`` options)."""
+
+    node: str = field(default_factory=socket.gethostname)
+    run_id: str | None = None
+    server: str | None = None
+    token: str | None = None
+    spool_root: Path = field(default_factory=default_spool_root)
+    interval_s: float = 1.0
+    gpu: str = "auto"
+    gpu_script: Path | None = None
+    scrape: Sequence[str] = ()
+    scrape_interval_s: float = 15.0
+    logs: Sequence[Path] = ()
+    paths: Sequence[Path] = ()
+    pids: Sequence[int] = ()
+    heartbeat_s: float = 5.0
+
+
+def build_sources(options: AgentOptions, say: Callable[[str], object]) -> list[Source]:
+    """The sources ``options`` ask for; a missing GPU is said, never replaced by a fake."""
+    host = HostSource(interval_s=options.interval_s, paths=options.paths)
+    for pid in options.pids:
+        host.watch_pid(pid, children=True)
+    sources: list[Source] = [host]
+    gpu, reason = open_gpu(options.gpu, options.gpu_script, interval_s=options.interval_s)
+    if gpu is not None:
+        sources.append(gpu)
+    if reason:
+        say(reason)
+    if options.scrape:
+        sources += [
+            ScrapeSource(url, interval_s=options.scrape_interval_s) for url in options.scrape
+        ]
+    sources += [LogTail(path, interval_s=options.interval_s) for path in options.logs]
+    return sources
+
+
+def open_agent(
+    options: AgentOptions, run: RunRecord | None = None, say: Callable[[str], object] = print
+) -> Agent:
+    """An agent (not yet started) for ``options``.
+
+    Args:
+        run: the run this agent's owner creates on the collector and finishes
+            (``stepwatch run``); a plain agent attached with ``run_id`` only labels
+            its series and leaves the run record to the training processes.
+    """
+    labels = {"node": options.node}
+    if options.run_id:
+        labels["run"] = options.run_id
+    source = f"agent-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    spool_dir = options.spool_root / (options.run_id or NODE_SPOOL) / source
+    sources = build_sources(options, say)
+    pipeline = Pipeline(
+        spool_dir,
+        source,
+        labels,
+        server=options.server,
+        token=options.token,
+        run=None if run is None else (lambda: run),
+        heartbeat_s=options.heartbeat_s,
+    )
+    return Agent(sources, pipeline, labels)

@@ -1,0 +1,192 @@
+"""``stepwatch run -- CMD``: one command's whole life recorded as a run.
+
+Starts a collector when none is given, an agent beside the command, runs the
+command with the SDK's environment set (so every rank joins the same run),
+echoes and records its output, and ends the run as the command ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import BinaryIO
+
+from ..collect import Agent, AgentOptions, HostSource, OutputPump, open_agent
+from ..model import Event, RunStatus
+from ..model import Run as RunRecord
+from ..spool import write_run
+
+__all__ = ["Launch", "Outcome", "launch"]
+
+#: Signals passed on to the command (it runs in its own process group, so it hears them once).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: How long to wait for output after the command exits (a grandchild may hold the pipe open).
+PUMP_TIMEOUT_S = 10.0
+
+
+@dataclass(slots=True)
+class Launch:
+    """What to run and how to record it (the ``stepwatch run`` options)."""
+
+    command: Sequence[str]
+    agent: AgentOptions = field(default_factory=AgentOptions)
+    project: str = "default"
+    name: str = ""
+    store_path: Path = Path("stepwatch.duckdb")
+    finish_timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the command ended, and where its run lives."""
+
+    run_id: str
+    server: str
+    status: str
+    returncode: int | None
+    signal: int | None
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for the command: its code, or 128 + the signal that killed it."""
+        if self.signal is not None:
+            return 128 + self.signal
+        return self.returncode if self.returncode is not None else 1
+
+
+def _new_run_id(wall: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(wall)) + f"-{uuid.uuid4().hex[:6]}"
+
+
+def _child_env(options: AgentOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        STEPWATCH_RUN_ID=str(options.run_id),
+        STEPWATCH_SERVER=str(options.server),
+        STEPWATCH_DIR=str(options.spool_root),
+        PYTHONUNBUFFERED="1",
+    )
+    if options.token:
+        env["STEPWATCH_TOKEN"] = options.token
+    return env
+
+
+@contextmanager
+def _forwarding(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While the command runs, signals sent to us go to it (its own exit decides the status)."""
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _status(returncode: int) -> tuple[str, int | None, int | None]:
+    if returncode < 0:
+        return RunStatus.KILLED, None, -returncode
+    return (RunStatus.FINISHED if returncode == 0 else RunStatus.FAILED), returncode, None
+
+
+def _run_command(
+    launch: Launch, agent: Agent, out: BinaryIO, err: BinaryIO
+) -> tuple[str, int | None, int | None]:
+    proc = subprocess.Popen(
+        list(launch.command),
+        env=_child_env(launch.agent),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        process_group=0,
+    )
+    for source in agent.sources:
+        if isinstance(source, HostSource):
+            source.watch_pid(proc.pid, children=True, returncode=proc.poll)
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [
+        OutputPump(pipe, stream=name, on_event=agent.emit_event, echo=echo).start()
+        for pipe, name, echo in ((proc.stdout, "stdout", out), (proc.stderr, "stderr", err))
+    ]
+    with _forwarding(proc):
+        returncode = proc.wait()
+    for pump in pumps:
+        pump.join(PUMP_TIMEOUT_S)
+    return _status(returncode)
+
+
+def launch(
+    launch: Launch,
+    *,
+    out: BinaryIO | None = None,
+    err: BinaryIO | None = None,
+    say: Callable[[str], object] = print,
+    wall: Callable[[], float] = time.time,
+) -> Outcome:
+    """Run ``launch.command`` as a recorded run; return how it ended."""
+    options = launch.agent
+    collector = None
+    if not options.server:
+        from ..server import ServerThread  # only when no collector was given
+
+        collector = ServerThread(launch.store_path).start()
+        say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")
+        options = dataclasses.replace(options, server=collector.url)
+    options = dataclasses.replace(options, run_id=options.run_id or _new_run_id(wall()))
+    try:
+        return _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
+    finally:
+        if collector is not None:
+            collector.stop()
+
+
+def _record(
+    launch: Launch,
+    out: BinaryIO | None,
+    err: BinaryIO | None,
+    say: Callable[[str], object],
+    wall: Callable[[], float],
+) -> Outcome:
+    options = launch.agent
+    record = RunRecord(
+        id=str(options.run_id),
+        project=launch.project,
+        name=launch.name or " ".join(launch.command)[:200],
+        config={"command": list(launch.command), "cwd": os.getcwd()},
+        start=wall(),
+    )
+    write_run(options.spool_root / record.id, record)
+    agent = open_agent(options, run=record, say=say).start()
+    say(f"stepwatch: run {record.id} on {options.server}/#run={record.id}")
+    try:
+        status, code, sig = _run_command(
+            launch, agent, out or sys.stdout.buffer, err or sys.stderr.buffer
+        )
+    except BaseException:
+        agent.stop(launch.finish_timeout_s, _ended(record, RunStatus.FAILED, wall()))
+        raise
+    ended = _ended(record, status, wall())
+    text = f"command exited with {code}" if sig is None else f"command killed by signal {sig}"
+    agent.emit_event(Event(wall(), "process_exit", text, {}, {"returncode": code, "signal": sig}))
+    write_run(options.spool_root / record.id, ended)
+    if not agent.stop(launch.finish_timeout_s, ended):
+        say(f"stepwatch: not all data reached {options.server}; `stepwatch sync` sends the rest")
+    return Outcome(record.id, str(options.server), status, code, sig)
+
+
+def _ended(record: RunRecord, status: str, now: float) -> RunRecord:
+    return dataclasses.replace(record, status=status, end=now)
