@@ -139,3 +139,18 @@ def test_asking_for_a_gpu_that_is_not_there_is_a_clear_error(tmp_path: Path) -> 
     )
     assert code == 1 and b"never runs" not in out
     assert b"Error: " in err and b"NVML" in err and b"Traceback" not in err
+
+
+def test_torchrun_ranks_join_the_run_with_their_rank_labels(server: Any, tmp_path: Path) -> None:
+    script = Path(__file__).parents[1] / "integrations" / "_ddp_train.py"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    code, _, err = _stepwatch_run(
+        tmp_path,
+        *("--server", server.url, "--gpu", "none", "--run-id", "ddp-1"),
+        *("--", *torchrun, "--nproc_per_node", "2", str(script), "3"),
+    )
+    assert code == 0, err.decode()[-3000:]
+    assert _get(server.url, "/api/v1/runs/ddp-1")["status"] == "finished"
+    series = _get(server.url, "/api/v1/series", name="train.step_time_s", run="ddp-1")
+    assert sorted(s["labels"]["rank"] for s in series) == ["0", "1"]
+    assert all(s["labels"]["world_size"] == "2" for s in series)
