@@ -267,6 +267,8 @@ def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None
 
     result = sync_spool(path, server_url, token=token, timeout_s=timeout)
     click.echo(f"synced {result}")
+    if result.error:
+        click.echo(f"Error: {result.error}", err=True)
     if result.rejected or result.unsent:
         sys.exit(1)
 

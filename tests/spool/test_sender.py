@@ -136,6 +136,24 @@ def test_bearer_token_is_sent(tmp_path: Path) -> None:
         assert seqs(collector) == [0]
 
 
+def test_a_refused_token_keeps_every_batch_for_a_sender_with_the_right_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FakeCollector(token="s3cret") as collector, Spool(tmp_path) as spool:
+        for seq in range(3):
+            spool.append(batch(seq))
+        wrong = sender_for(spool, collector.url, token="guess")
+        wrong.start()
+        assert not wrong.close(timeout_s=0.5)
+        assert wrong.stats.rejected == 0 and spool.pending() and seqs(collector) == []
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and "refused our token (401" in errors[0]
+        right = sender_for(spool, collector.url, token="s3cret")
+        right.start()
+        assert right.close(timeout_s=10)
+        assert seqs(collector) == [0, 1, 2]
+
+
 def test_backoff_doubles_up_to_its_cap_with_jitter() -> None:
     top = Backoff(base_s=0.1, cap_s=1.0, rng=lambda: 1.0)
     assert [round(top.next(), 3) for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]

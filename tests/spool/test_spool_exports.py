@@ -8,6 +8,7 @@ def test_exported_names() -> None:
         [
             "NODE_SPOOL",
             "RUN_FILE",
+            "AuthError",
             "Backoff",
             "Connect",
             "FakeCollector",

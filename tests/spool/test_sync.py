@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 
 from stepwatch.model import Run
-from stepwatch.spool import NODE_SPOOL, Backoff, Spool, sync, write_run
+from stepwatch.spool import NODE_SPOOL, Backoff, FakeCollector, Spool, sync, write_run
 from stepwatch.wire import encode
 
 STEPS_PER_BATCH = 4
@@ -77,6 +77,18 @@ def test_a_node_spool_outside_any_run_is_synced_without_a_run(server: Any, tmp_p
         (series,) = client.get("/api/v1/series", params={"name": "host.cpu_pct"}).json()
         assert series["labels"] == {"node": "n0"}
         assert client.get("/api/v1/runs").json() == []
+
+
+def test_sync_with_a_refused_token_stops_at_once_and_keeps_everything(tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-auth", sources=2, batches=2, status="finished")
+    with FakeCollector(token="s3cret") as collector:
+        result = sync(tmp_path, collector.url, token="guess", timeout_s=60)
+        assert (result.batches, result.rejected, result.unsent) == (0, 0, 4)
+        assert (
+            result.error is not None and "401" in result.error and "STEPWATCH_TOKEN" in result.error
+        )
+        again = sync(tmp_path, collector.url, token="s3cret")
+        assert (again.batches, again.unsent, again.error) == (4, 0, None)
 
 
 def test_sync_twice_uploads_nothing_new(server: Any, tmp_path: Path) -> None:

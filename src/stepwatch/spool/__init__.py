@@ -7,7 +7,7 @@ restart, and ``sync`` uploads spools written offline or left by a killed process
 
 from ._backoff import Backoff
 from ._fake import FakeCollector, Faults
-from ._http import Connect, HttpClient, Response, TransportError
+from ._http import AuthError, Connect, HttpClient, Response, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run, write_run
 from ._sender import Sender
 from ._ship import ShipStats
@@ -17,6 +17,7 @@ from ._sync import SyncResult, sync
 __all__ = [
     "NODE_SPOOL",
     "RUN_FILE",
+    "AuthError",
     "Backoff",
     "Connect",
     "FakeCollector",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Connect", "HttpClient", "Response", "TransportError"]
+__all__ = ["AuthError", "Connect", "HttpClient", "Response", "TransportError"]
 
 #: Builds a connection from (scheme, host, port, timeout): the seam tests and proxies plug into.
 Connect = Callable[[str, str, int, float], http.client.HTTPConnection]
@@ -17,6 +17,10 @@ Connect = Callable[[str, str, int, float], http.client.HTTPConnection]
 
 class TransportError(Exception):
     """The collector cannot take the request now (unreachable, connection broke, 408/429/5xx)."""
+
+
+class AuthError(TransportError):
+    """The collector refused our credentials (401/403): keep the data until the token is fixed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..model import Run
 from ._backoff import Backoff
-from ._http import HttpClient, TransportError
+from ._http import AuthError, HttpClient, TransportError
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
 
@@ -52,6 +52,7 @@ class Sender:
         self._finish: Run | None = None
         self._created = False
         self._delivered = False
+        self._refused = False  # the last attempt was refused for its token (said once a streak)
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     @property
@@ -95,6 +96,9 @@ class Sender:
                     log.warning("stopped sending with batches left in the spool: %s", exc)
                     return
                 delay = min(self._backoff.next(), self._deadline - self._monotonic())
+                if isinstance(exc, AuthError) and not self._refused:
+                    log.error("%s", exc)
+                self._refused = isinstance(exc, AuthError)
                 log.debug("collector unavailable, retrying in %.2f s: %s", delay, exc)
                 if self._interrupt.wait(delay):
                     self._interrupt.clear()

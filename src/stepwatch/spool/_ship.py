@@ -1,8 +1,10 @@
 """Shipping one spool to the collector: the response policy, separate from when to retry.
 
 200 acknowledges a record (``applied: false`` is a duplicate, also delivered);
-408, 429 and 5xx mean "later"; any other status is a permanent rejection that
-is logged, counted and stepped over so one bad batch cannot block the rest.
+408, 429 and 5xx mean "later"; 401 and 403 mean our token is wrong, which no
+batch can be blamed for, so they are kept too; any other status is a permanent
+rejection that is logged, counted and stepped over so one bad batch cannot
+block the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from ..model import Run
-from ._http import HttpClient, Response, TransportError
+from ._http import AuthError, HttpClient, Response, TransportError
 from ._meta import finish_payload, run_payload
 from ._spool import Spool
 
@@ -42,6 +44,11 @@ def _accepted(response: Response, what: str) -> bool:
         return True
     if status in (408, 429) or status >= 500:
         raise TransportError(f"{what}: the collector answered {status}, will retry")
+    if status in (401, 403):
+        raise AuthError(
+            f"the collector refused our token ({status}: {response.body.get('error')}); "
+            "the data stays in the spool: set STEPWATCH_TOKEN (or --token) to the collector's"
+        )
     log.error("%s rejected by the collector (%d): %s", what, status, response.body.get("error"))
     return False
 

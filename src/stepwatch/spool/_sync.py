@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from ._backoff import Backoff
-from ._http import Connect, HttpClient, TransportError
+from ._http import AuthError, Connect, HttpClient, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
@@ -27,24 +27,33 @@ class SyncResult:
     samples: int = 0
     rejected: int = 0
     unsent: int = 0
+    #: Why sending stopped early (the collector refused the token), else None.
+    error: str | None = None
 
 
 @dataclass(slots=True)
 class _Retrier:
-    """Retries a call on TransportError with backoff until a shared deadline."""
+    """Retries a call on TransportError with backoff until a shared deadline.
+
+    A refused token ends every retry at once: waiting will not fix it.
+    """
 
     backoff: Backoff
     deadline: float
     monotonic: Callable[[], float]
     sleep: Callable[[float], None]
+    refused: str | None = None
 
     def expired(self) -> bool:
-        return self.monotonic() >= self.deadline
+        return self.refused is not None or self.monotonic() >= self.deadline
 
     def __call__(self, fn: Callable[[], None]) -> bool:
-        while True:
+        while not self.expired():
             try:
                 fn()
+            except AuthError as exc:
+                self.refused = str(exc)
+                return False
             except TransportError:
                 delay = self.backoff.next()
                 if self.monotonic() + delay >= self.deadline:
@@ -53,6 +62,7 @@ class _Retrier:
                 continue
             self.backoff.reset()
             return True
+        return False
 
 
 def _is_run_dir(path: Path) -> bool:
@@ -109,4 +119,6 @@ def sync(
         unsent = sum(_sync_run(d, client, stats, retry) for d in run_dirs)
     finally:
         client.close()
-    return SyncResult(len(run_dirs), stats.batches, stats.samples, stats.rejected, unsent)
+    return SyncResult(
+        len(run_dirs), stats.batches, stats.samples, stats.rejected, unsent, retry.refused
+    )
