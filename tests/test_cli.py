@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -18,7 +21,7 @@ from stepwatch.wire import decode_json
 def test_help_lists_every_command() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
-    for command in ("demo", "server", "sync", "export"):
+    for command in ("demo", "server", "agent", "run", "sync", "export"):
         assert command in result.output
 
 
@@ -68,3 +71,22 @@ def test_sync_to_an_unreachable_collector_exits_non_zero(tmp_path: Path) -> None
     args = ["sync", str(tmp_path), "--server", "http://127.0.0.1:9", "--timeout", "1"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
+
+
+def test_sigterm_stops_the_demo_as_cleanly_as_ctrl_c(tmp_path: Path) -> None:
+    store = tmp_path / "demo.duckdb"
+    command = [sys.executable, "-m", "stepwatch.cli", "demo", "--nodes", "1", "--gpus", "2"]
+    command += ["--store", str(store), "--port", "0", "--step-interval", "0.05"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]
+        while not lines[-1].startswith(b"step "):  # a progress line: training is under way
+            assert lines[-1], b"".join(lines).decode()
+            lines.append(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out.decode()
+    assert b"stopping" in out
+    with Store(store) as opened:
+        (run,) = opened.list_runs()
+        assert run.status == "killed"  # stopped early, as Ctrl-C records it

@@ -97,7 +97,9 @@ def demo(
         step_interval_s=step_interval,
         seed=seed,
     )
-    run_demo(config, out=click.echo)
+    stop = threading.Event()
+    with _stop_on_sigterm(stop):
+        run_demo(config, out=click.echo, stop=stop)
 
 
 def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
@@ -204,7 +206,7 @@ def _clear_errors() -> Iterator[None]:
 
 @contextmanager
 def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM (systemd, Kubernetes) stops the agent as cleanly as Ctrl-C."""
+    """SIGTERM (systemd, Kubernetes, `kill`) stops as cleanly as Ctrl-C."""
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         yield
