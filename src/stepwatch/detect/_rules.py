@@ -1,0 +1,264 @@
+"""The rule language: YAML in the spirit of Prometheus alerting rules, validated precisely.
+
+    groups:
+      - name: training
+        rules:
+          - alert: loss_spike
+            signal: {metric: train.loss, by: [run]}
+            detector: {type: robust_z, threshold: 6, direction: up}
+            for: 0s
+            severity: warning
+            annotations:
+              summary: "loss {{ $value }} far above its baseline {{ $baseline }}"
+            playbook: Skip the batch or lower the learning rate...
+
+A rule reads one signal (a metric with label matchers, or log lines matching
+a pattern), decides with a detector or a threshold, and fires after ``for``.
+Every mistake is reported as ``file:line: field: what was expected``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..model import canonical_name, validate_label
+from ._templates import check_template
+from ._yaml_fields import At, RuleError, compose
+
+__all__ = [
+    "SEVERITIES",
+    "LogMatch",
+    "Rule",
+    "RuleError",
+    "RuleSet",
+    "Signal",
+    "Threshold",
+    "load_rules",
+    "parse_rules",
+]
+
+SEVERITIES = ("info", "warning", "critical")
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_THRESHOLD_RE = re.compile(r"^\s*(>=|<=|>|<|==|!=)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*$")
+
+_RULE_KEYS = {
+    "alert", "kind", "signal", "detector", "threshold", "for", "keep_firing_for",
+    "severity", "labels", "annotations", "playbook",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class LogMatch:
+    """Log lines that match ``regex`` (if given), contain all of ``all`` and any of ``any``."""
+
+    regex: str | None = None
+    all: tuple[str, ...] = ()
+    any: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What a rule reads: a metric's series (matching ``match``) or log lines; ``by`` names
+    the labels that make the alert's entity (run, node, gpu, rank)."""
+
+    metric: str | None = None
+    log: LogMatch | None = None
+    match: tuple[tuple[str, str], ...] = ()
+    by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """``value OP level``, e.g. ``> 80``."""
+
+    op: str
+    level: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One validated rule; equal rules compare equal, so a reload can keep their state."""
+
+    group: str
+    alert: str
+    kind: str
+    signal: Signal
+    severity: str
+    detector: str | None = None
+    params: tuple[tuple[str, str | float | bool], ...] = ()
+    threshold: Threshold | None = None
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    playbook: str = ""
+    line: int = 0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity across reloads: group and alert name."""
+        return (self.group, self.alert)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules of one or more files, in file order."""
+
+    rules: tuple[Rule, ...] = field(default_factory=tuple)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+
+#: Detector constructors by rule ``type``; their keyword parameters are what a rule may set.
+Detectors = Mapping[str, Callable[..., Any]]
+
+
+def _parameters(factory: Callable[..., Any]) -> set[str]:
+    return {
+        name
+        for name, p in inspect.signature(factory).parameters.items()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name != "self"
+    }
+
+
+def _detector(at: At, detectors: Detectors) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    if not at.is_mapping:  # a bare name: the detector with its defaults
+        name, given = at.text(), {}
+    else:
+        given = at.mapping(None, {"type"})
+        name = given.pop("type").text()
+    if name not in detectors:
+        raise at.error(f"unknown detector {name!r}; expected one of {', '.join(sorted(detectors))}")
+    allowed = _parameters(detectors[name])
+    params = []
+    for key, value in sorted(given.items()):
+        if key not in allowed:
+            raise value.error(f"detector {name!r} takes no parameter {key!r}")
+        params.append((key, value.scalar()))
+    return name, tuple(params)
+
+
+def _threshold(at: At) -> Threshold:
+    match = _THRESHOLD_RE.match(at.text())
+    if match is None:
+        raise at.error(f"expected a comparison like '> 80' or '< 1e-7', got {at.text()!r}")
+    return Threshold(match.group(1), float(match.group(2)))
+
+
+def _log_match(at: At) -> LogMatch:
+    fields = at.mapping({"regex", "all", "any"})
+    regex = fields["regex"].text() if "regex" in fields else None
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise fields["regex"].error(f"not a valid regular expression: {exc}") from None
+    all_ = tuple(fields["all"].str_list()) if "all" in fields else ()
+    any_ = tuple(fields["any"].str_list()) if "any" in fields else ()
+    if regex is None and not all_ and not any_:
+        raise at.error("a log signal needs regex, all or any")
+    return LogMatch(regex, all_, any_)
+
+
+def _label_map(at: At) -> tuple[tuple[str, str], ...]:
+    out = at.str_map()
+    for key, value in out.items():
+        try:
+            validate_label(key, value)
+        except (TypeError, ValueError) as exc:
+            raise at.error(str(exc)) from None
+    return tuple(sorted(out.items()))
+
+
+def _signal(at: At) -> Signal:
+    fields = at.mapping({"metric", "log", "match", "by"})
+    if ("metric" in fields) == ("log" in fields):
+        raise at.error("give exactly one of metric or log")
+    metric = None
+    if "metric" in fields:
+        try:
+            metric = canonical_name(fields["metric"].text())
+        except ValueError as exc:
+            raise fields["metric"].error(str(exc)) from None
+    log = _log_match(fields["log"]) if "log" in fields else None
+    match = _label_map(fields["match"]) if "match" in fields else ()
+    by = tuple(fields["by"].str_list()) if "by" in fields else ()
+    return Signal(metric, log, match, by)
+
+
+def _rule(at: At, group: str, detectors: Detectors) -> Rule:
+    f = at.mapping(_RULE_KEYS, {"alert", "signal"})
+    alert = f["alert"].text()
+    kind = f["kind"].text() if "kind" in f else alert
+    if not _KIND_RE.match(kind):
+        raise (f.get("kind") or f["alert"]).error(f"kind {kind!r} must be lower_snake_case")
+    signal = _signal(f["signal"])
+    if signal.log is None and ("detector" in f) == ("threshold" in f):
+        raise at.error("a metric rule needs exactly one of detector or threshold")
+    if signal.log is not None and ("detector" in f or "threshold" in f):
+        raise at.error("a log rule fires on matching lines: no detector or threshold")
+    severity = f["severity"].text() if "severity" in f else "warning"
+    if severity not in SEVERITIES:
+        raise f["severity"].error(f"expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    annotations = f["annotations"].str_map() if "annotations" in f else {}
+    for name, text in annotations.items():
+        try:
+            check_template(text)
+        except ValueError as exc:
+            raise f["annotations"].error(f"{name}: {exc}") from None
+    detector, params = _detector(f["detector"], detectors) if "detector" in f else (None, ())
+    return Rule(
+        group=group,
+        alert=alert,
+        kind=kind,
+        signal=signal,
+        severity=severity,
+        detector=detector,
+        params=params,
+        threshold=_threshold(f["threshold"]) if "threshold" in f else None,
+        for_s=f["for"].duration() if "for" in f else 0.0,
+        keep_firing_for_s=f["keep_firing_for"].duration() if "keep_firing_for" in f else 0.0,
+        labels=_label_map(f["labels"]) if "labels" in f else (),
+        annotations=tuple(sorted(annotations.items())),
+        playbook=f["playbook"].text() if "playbook" in f else "",
+        line=at.line,
+    )
+
+
+def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
+    """Validate a rule file's text; raise RuleError at the first mistake."""
+    root = compose(text, source)
+    if root is None:
+        raise RuleError(source, None, "", "the file is empty: expected 'groups:'")
+    top = At(root, "", source).mapping({"groups"}, {"groups"})
+    rules: list[Rule] = []
+    seen: dict[tuple[str, str], int] = {}
+    for group_at in top["groups"].items():
+        fields = group_at.mapping({"name", "rules"}, {"name", "rules"})
+        name = fields["name"].text()
+        for rule_at in fields["rules"].items():
+            rule = _rule(rule_at, name, detectors)
+            if rule.key in seen:
+                raise rule_at.error(
+                    f"alert {rule.alert!r} is already defined in group {name!r} "
+                    f"(line {seen[rule.key]})"
+                )
+            seen[rule.key] = rule.line
+            rules.append(rule)
+    return RuleSet(tuple(rules))
+
+
+def load_rules(path: str | Path, detectors: Detectors) -> RuleSet:
+    """Read and validate one rule file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(str(path), None, "", f"cannot read the file: {exc}") from None
+    return parse_rules(text, str(path), detectors)
