@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stepwatch.detect._recorded import Chunk, RecordingError, describe, read_recorded
-from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
+from stepwatch.model import NO_STEP, Event, Run, SampleBatch, SeriesKey
 from stepwatch.store import Store
 
 T0 = 1_780_000_000.0
@@ -223,8 +223,9 @@ def test_parquet_export_and_store_run_read_the_same(tmp_path: Path) -> None:
     assert describe(tmp_path / "s.duckdb", run="r1").samples == len(want)
 
 
-def read_all(path: Path, **kw: object) -> int:
-    return sum(len(c.batch) for c in read_recorded(path, **kw))  # type: ignore[arg-type]
+def read_all(path: Path | Store, *, run: str | None = None, chunk_samples: int = 1000) -> int:
+    """How many samples reading the whole input delivers."""
+    return sum(len(c.batch) for c in read_recorded(path, run=run, chunk_samples=chunk_samples))
 
 
 def test_missing_path(tmp_path: Path) -> None:
@@ -327,6 +328,20 @@ def test_store_needs_a_known_run(tmp_path: Path) -> None:
     with Store(path), pytest.raises(RecordingError, match="s.duckdb.*already open"):
         read_all(path, run="r1")
     assert read_all(path, run="r1") == 1
+
+
+def test_an_open_store_is_read_and_left_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    fill_store(path)
+    with Store(path) as store:
+        store.upsert_run(Run("r1", planned_total_steps=77))
+        from_open = flatten(list(read_recorded(store, run="r1", chunk_samples=3)))
+        info = describe(store, run="r1")
+        with pytest.raises(RecordingError, match="s.duckdb: no run 'r9'"):
+            read_all(store, run="r9")
+        assert store.get_run("r1") is not None
+    assert (info.samples, info.planned_total_steps) == (len(from_open), 77)
+    same(from_open, flatten(list(read_recorded(path, run="r1", chunk_samples=3))))
 
 
 def _one_sample() -> tuple[object, ...]:

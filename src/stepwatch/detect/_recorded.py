@@ -13,6 +13,7 @@ import json
 import math
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,18 +117,20 @@ def _planned_steps(path: Path) -> int | None:
     return int(planned) if isinstance(planned, int) else None
 
 
-def _open_store(path: Path, run: str | None) -> Store:
-    """Open a store file for reading one of its runs."""
+def _open_store(source: Path | Store, run: str | None) -> AbstractContextManager[Store]:
+    """The store holding the run: opened here from a path (closed on exit) or the caller's."""
+    path = source.path if isinstance(source, Store) else source
     if run is None:
         raise RecordingError(f"{path}: a store file holds many runs; name one")
     try:
-        store = Store(path)
+        store = source if isinstance(source, Store) else Store(path)
     except StoreError as e:
         raise RecordingError(f"{path}: {e}") from e
     if store.get_run(run) is None and not store.series(match={"run": run}):
-        store.close()
+        if store is not source:
+            store.close()
         raise RecordingError(f"{path}: no run {run!r} in this store")
-    return store
+    return nullcontext(store) if store is source else store
 
 
 def _check_columns(path: Path, names: Iterable[str]) -> list[str]:
@@ -323,7 +326,7 @@ def _stream(
 
 
 def read_recorded(
-    path: str | Path,
+    path: str | Path | Store,
     *,
     run: str | None = None,
     chunk_samples: int = 200_000,
@@ -332,18 +335,17 @@ def read_recorded(
     """Chunks of a recorded run in data-time order, for replaying it through detection.
 
     Args:
-        path: a scenario directory, a Parquet export or a store file.
+        path: a scenario directory, a Parquet export, a store file or an open Store.
         run: the run to read from a store file (ignored otherwise).
         chunk_samples: about this many samples a chunk (more when many share one ts).
         tmp_dir: where a store run is exported before reading (the system's temp dir if None).
     """
     if chunk_samples < 1:
         raise ValueError(f"chunk_samples must be at least 1, got {chunk_samples}")
-    path = Path(path)
-    kind = _kind(path)
-    if kind == "store":
+    if isinstance(path, Store) or (kind := _kind(Path(path))) == "store":
         yield from _read_store(path, run, chunk_samples, tmp_dir)
         return
+    path = Path(path)
     src = _scenario(path) if kind == "scenario" else _Source(path, "parquet")
     batches = (
         _parquet_batches(src.metrics, chunk_samples)
@@ -355,26 +357,23 @@ def read_recorded(
 
 
 def _read_store(
-    path: Path, run: str | None, size: int, tmp_dir: str | Path | None
+    source: str | Path | Store, run: str | None, size: int, tmp_dir: str | Path | None
 ) -> Iterator[Chunk]:
     """A store run exported to a temporary Parquet file, read with its log events."""
     with tempfile.TemporaryDirectory(dir=tmp_dir) as tmp:
         export = Path(tmp) / "run.parquet"
-        with _open_store(path, run) as store:
+        with _open_store(source if isinstance(source, Store) else Path(source), run) as store:
             store.export_parquet(str(run), export)
             events = store.events(run=run, kind="log", limit=_ALL_EVENTS)
+            path = store.path
         yield from _stream(path, _parquet_batches(export, size), iter(events), size)
 
 
-def describe(path: str | Path, *, run: str | None = None) -> RecordingInfo:
+def describe(path: str | Path | Store, *, run: str | None = None) -> RecordingInfo:
     """How many samples a recorded input holds (a store run is counted series by series)."""
+    if isinstance(path, Store) or (kind := _kind(Path(path))) == "store":
+        return _describe_store(path if isinstance(path, Store) else Path(path), run)
     path = Path(path)
-    kind = _kind(path)
-    if kind == "store":
-        with _open_store(path, run) as store:
-            n = sum(len(store.raw(s.id)["ts"]) for s in store.series(match={"run": str(run)}))
-            got = store.get_run(str(run))
-        return RecordingInfo(path, "store", n, got.planned_total_steps if got else None)
     src = _scenario(path) if kind == "scenario" else _Source(path, "parquet")
     if src.format == "parquet":
         f = _parquet_file(src.metrics)
@@ -383,3 +382,10 @@ def describe(path: str | Path, *, run: str | None = None) -> RecordingInfo:
     else:
         n = sum(rb.num_rows for rb in _csv_batches(src.metrics))
     return RecordingInfo(src.metrics, src.format, n, src.planned_total_steps)
+
+
+def _describe_store(source: Path | Store, run: str | None) -> RecordingInfo:
+    with _open_store(source, run) as store:
+        n = sum(len(store.raw(s.id)["ts"]) for s in store.series(match={"run": str(run)}))
+        got = store.get_run(str(run))
+    return RecordingInfo(store.path, "store", n, got.planned_total_steps if got else None)
