@@ -261,7 +261,7 @@ class _Chunker:
 
     def __init__(self, path: Path, events: Iterator[Event], size: int) -> None:
         self.path, self.size = path, size
-        self.keys = _Interner(path)
+        self.interner = _Interner(path)
         self._events = events
         self._next: Event | None = next(events, None)
         self._parts: list[tuple[np.ndarray, ...]] = []
@@ -271,7 +271,7 @@ class _Chunker:
 
     def feed(self, rb: pa.RecordBatch) -> Iterator[Chunk]:
         """Take one row batch; yield every chunk that is now complete."""
-        cols = self.keys.columns(rb)
+        cols = self.interner.columns(rb)
         ts = cols[1]
         if ts.size and (ts[0] < self._last or np.any(np.diff(ts) < 0)):
             raise RecordingError(f"{self.path}: samples are not sorted by ts")
@@ -310,7 +310,7 @@ class _Chunker:
             end = max(tail + [e.ts for e in events[-1:]])
         series, ts, step, value = cols
         batch = SampleBatch(
-            str(self.path), self._seq, list(self.keys.keys), series, ts, step, value, events
+            str(self.path), self._seq, list(self.interner.keys), series, ts, step, value, events
         )
         self._seq += 1
         return Chunk(batch, end)
