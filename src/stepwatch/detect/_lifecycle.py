@@ -1,0 +1,96 @@
+"""Alert lifecycle in data time: pending → firing → resolved, one alert per rule and entity.
+
+As in Prometheus: a condition must hold ``for`` seconds before the alert
+fires, and with ``keep_firing_for`` a firing alert outlives a brief lapse of
+its condition. Work is per run of equal conditions in a batch, not per sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["AlertState", "Lifecycle", "Transition"]
+
+
+class AlertState:
+    """The states an alert passes through (strings, for JSON and the store)."""
+
+    PENDING = "pending"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """An alert entered ``state`` at data time ``ts``; ``since`` is when its condition began."""
+
+    state: str
+    ts: float
+    since: float
+    value: float
+
+
+@dataclass(slots=True)
+class Lifecycle:
+    """The state of one rule's alert for one entity; O(1), round-trips through ``state_dict``."""
+
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    state: str | None = None  # None: inactive
+    since: float = 0.0  # when the condition began
+    last_true: float = 0.0  # the last time the condition held
+    value: float = float("nan")  # the value at the last time the condition held
+    _out: list[Transition] = field(default_factory=list, repr=False)
+
+    def update(self, ts: np.ndarray, active: np.ndarray, value: np.ndarray) -> list[Transition]:
+        """Feed one batch (ts ascending) of conditions and values; return the transitions."""
+        self._out = []
+        if ts.shape[0] == 0:
+            return []
+        starts = np.flatnonzero(np.r_[True, active[1:] != active[:-1]])
+        ends = np.r_[starts[1:], ts.shape[0]]
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if active[start]:
+                self._held(ts[start:end], value[start:end])
+            else:
+                self._lapsed(float(ts[start]), float(ts[end - 1]))
+        return self._out
+
+    def _held(self, ts: np.ndarray, value: np.ndarray) -> None:
+        first = float(ts[0])
+        if self.state is None or self.state == AlertState.RESOLVED:
+            self._enter(AlertState.PENDING, first, since=first, value=float(value[0]))
+        if self.state == AlertState.PENDING:
+            due = np.flatnonzero(ts >= self.since + self.for_s)
+            if due.size:
+                i = int(due[0])
+                self._enter(AlertState.FIRING, float(ts[i]), self.since, float(value[i]))
+        self.last_true, self.value = float(ts[-1]), float(value[-1])
+
+    def _lapsed(self, first: float, last: float) -> None:
+        if self.state == AlertState.PENDING:
+            self.state = None  # never fired: nothing to resolve
+        elif self.state == AlertState.FIRING:
+            resolve_at = max(first, self.last_true + self.keep_firing_for_s)
+            if resolve_at <= last:
+                self._enter(AlertState.RESOLVED, resolve_at, self.since, self.value)
+
+    def _enter(self, state: str, ts: float, since: float, value: float) -> None:
+        self.state, self.since = state, since
+        self._out.append(Transition(state, ts, since, value))
+
+    def state_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "since": self.since,
+            "last_true": self.last_true,
+            "value": self.value,
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.state = state["state"]  # type: ignore[assignment]
+        self.since = float(state["since"])  # type: ignore[arg-type]
+        self.last_true = float(state["last_true"])  # type: ignore[arg-type]
+        self.value = float(state["value"])  # type: ignore[arg-type]
