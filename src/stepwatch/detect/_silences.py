@@ -1,0 +1,114 @@
+"""Silences and inhibition: what keeps a firing alert from reaching people.
+
+A silence mutes alerts whose labels match its matchers for a time window
+(set by a person, with an expiry); an inhibition mutes one kind of alert
+while another kind fires for the same entity (a node that is down explains
+its stragglers and its slow collectives).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_INHIBITIONS", "Inhibition", "Matcher", "Silence", "inhibited"]
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """``label = value``, ``label != value``, ``label =~ regex`` or ``label !~ regex``."""
+
+    label: str
+    value: str
+    op: str = "="
+
+    def __post_init__(self) -> None:
+        if self.op not in ("=", "!=", "=~", "!~"):
+            raise ValueError(f"matcher operator must be =, !=, =~ or !~, got {self.op!r}")
+        if self.op in ("=~", "!~"):
+            try:
+                re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {self.value!r}: {exc}") from None
+
+    @classmethod
+    def parse(cls, text: str) -> Matcher:
+        """``node=node3``, ``kind=~gpu_.*``; the longest operator that fits wins."""
+        match = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$", text)
+        if match is None:
+            raise ValueError(f"expected LABEL=VALUE (or !=, =~, !~), got {text!r}")
+        return cls(match.group(1), match.group(3).strip("\"'"), match.group(2))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.label, "")
+        if self.op == "=":
+            return value == self.value
+        if self.op == "!=":
+            return value != self.value
+        found = re.fullmatch(self.value, value) is not None
+        return found if self.op == "=~" else not found
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """Mutes matching alerts from ``starts`` until ``ends`` (epoch seconds)."""
+
+    matchers: tuple[Matcher, ...]
+    starts: float
+    ends: float
+    created_by: str = ""
+    comment: str = ""
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def __post_init__(self) -> None:
+        if not self.matchers:
+            raise ValueError("a silence needs at least one matcher")
+        if self.ends <= self.starts:
+            raise ValueError("a silence must end after it starts")
+
+    def active(self, now: float) -> bool:
+        return self.starts <= now < self.ends
+
+    def mutes(self, labels: Mapping[str, str], now: float) -> bool:
+        """True while active and every matcher matches (``kind`` is one of the labels)."""
+        return self.active(now) and all(m.matches(labels) for m in self.matchers)
+
+
+@dataclass(frozen=True, slots=True)
+class Inhibition:
+    """While a ``source`` kind fires, ``targets`` kinds with the same ``equal`` labels are muted."""
+
+    source: str
+    targets: frozenset[str]
+    equal: tuple[str, ...]
+
+
+#: A node that is down explains its stragglers, slow collectives and idle GPUs.
+DEFAULT_INHIBITIONS = (
+    Inhibition(
+        "node_down",
+        frozenset({"straggler", "sync_latency", "gpu_underutilized", "step_time_regression"}),
+        ("node",),
+    ),
+)
+
+
+def inhibited(
+    kind: str,
+    labels: Mapping[str, str],
+    firing: Iterable[tuple[str, Mapping[str, str]]],
+    rules: Sequence[Inhibition] = DEFAULT_INHIBITIONS,
+) -> bool:
+    """Whether an alert (``kind``, ``labels``) is muted by one of the ``firing`` alerts."""
+    relevant = [r for r in rules if kind in r.targets]
+    if not relevant:
+        return False
+    for source_kind, source_labels in firing:
+        for rule in relevant:
+            if source_kind == rule.source and all(
+                k in labels and labels.get(k) == source_labels.get(k) for k in rule.equal
+            ):
+                return True
+    return False

@@ -1,0 +1,54 @@
+"""Silences match labels for a window; inhibition mutes a node's symptoms while it is down."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepwatch.detect._silences import Inhibition, Matcher, Silence, inhibited
+
+ALERT = {"kind": "gpu_thermal", "node": "node3", "gpu": "6", "run": "r1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "matches"),
+    [
+        ("node=node3", True),
+        ("node = 'node3'", True),
+        ("node!=node3", False),
+        ("kind=~gpu_.*", True),
+        ("kind!~gpu_.*", False),
+        ("gpu=~[0-3]", False),
+        ("rank=", True),  # an absent label is the empty string, as in Alertmanager
+        ("rank!=", False),
+    ],
+)
+def test_matchers(text: str, matches: bool) -> None:
+    assert Matcher.parse(text).matches(ALERT) is matches
+
+
+@pytest.mark.parametrize("text", ["node", "=x", "no de=x", "node=~("])
+def test_a_bad_matcher_is_a_clear_error(text: str) -> None:
+    with pytest.raises(ValueError, match="expected LABEL=VALUE|bad regular expression|operator"):
+        Matcher.parse(text)
+
+
+def test_a_silence_mutes_matching_alerts_only_while_it_lasts() -> None:
+    silence = Silence((Matcher.parse("node=node3"), Matcher.parse("kind=~gpu_.*")), 100.0, 200.0)
+    assert silence.mutes(ALERT, 150.0)
+    assert not silence.mutes(ALERT, 99.0) and not silence.mutes(ALERT, 200.0)
+    assert not silence.mutes({**ALERT, "node": "node4"}, 150.0)
+    with pytest.raises(ValueError, match="end after"):
+        Silence((Matcher.parse("a=b"),), 10.0, 10.0)
+    with pytest.raises(ValueError, match="at least one matcher"):
+        Silence((), 10.0, 20.0)
+
+
+def test_node_down_inhibits_that_nodes_stragglers_but_not_others() -> None:
+    down = [("node_down", {"node": "node2"})]
+    assert inhibited("straggler", {"node": "node2", "rank": "17"}, down)
+    assert inhibited("sync_latency", {"node": "node2"}, down)
+    assert not inhibited("straggler", {"node": "node1", "rank": "9"}, down)
+    assert not inhibited("gpu_thermal", {"node": "node2", "gpu": "1"}, down)
+    assert not inhibited("straggler", {"rank": "17"}, down)  # no node: nothing to compare
+    custom = [Inhibition("disk_full", frozenset({"checkpoint_slow"}), ("node",))]
+    assert inhibited("checkpoint_slow", {"node": "n"}, [("disk_full", {"node": "n"})], custom)
