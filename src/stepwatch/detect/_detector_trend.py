@@ -115,8 +115,9 @@ def _recentred(sums: Floats, shift: float) -> Floats:
 class Plateau(Detector):
     """A falling series (a loss) whose fall all but stops, relative to its own recent fall.
 
-    The series is EWMA-smoothed (``halflife`` samples); its relative fall over the last ``window``
-    samples is compared with the fall over the window before. Score is that ratio; anomalous when
+    Progress is the lowest EWMA-smoothed value so far (``halflife`` samples), so a spike and its
+    recovery are not progress; its relative fall over the last ``window`` samples is compared
+    with the fall over the window before. Score is that ratio; anomalous when
     the earlier fall was significant (>= ``min_fall``) and the ratio is <= ``ratio``. The ordinary
     slow-down of a long run keeps the ratio near 1. Smoothed values count once the EWMA has seen
     two half-lives of samples. State: a ring of 2 x ``window`` values.
@@ -152,7 +153,8 @@ class Plateau(Detector):
         self.count += value.size
         if value.size:
             self.sums = both[:, -1].copy()
-        history = np.concatenate([self.ring, smooth])
+        best = np.fmin.accumulate(np.concatenate([self.ring[-1:], smooth]))[1:]
+        history = np.concatenate([self.ring, best])
         now = history[2 * self.window :]
         mid = history[self.window : self.window + value.size]
         old = history[: value.size]

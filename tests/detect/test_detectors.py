@@ -1,0 +1,274 @@
+"""Every detector through one table of synthetic series, batch splits and state round trips."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stepwatch.detect._base import Detector, Verdict, decayed_cumsum
+from stepwatch.detect._detector_trend import Plateau, TrendSlope
+from stepwatch.detect._detectors import Cusum, HoldFor, NonFinite, RobustZ, Threshold
+
+N = 600
+TS = 1_780_000_000.0 + 10.0 * np.arange(N)
+NOISE = np.random.default_rng(7).standard_normal(N)
+
+
+def _series(kind: str) -> np.ndarray:
+    base = 2.0 + 0.02 * NOISE
+    if kind == "constant":
+        return np.full(N, 2.0)
+    if kind == "noise":
+        return base
+    if kind == "step":
+        return np.where(np.arange(N) >= 300, 2 * base, base)
+    if kind == "spike":
+        return np.where(np.arange(N) == 300, 40.0, base)
+    if kind == "ramp":
+        return 2.0 + (TS - TS[0]) / 3600.0
+    if kind == "nonfinite":
+        out = base.copy()
+        out[[50, 300, 301, 450]] = [np.nan, np.inf, -np.inf, np.nan]
+        return out
+    raise AssertionError(kind)
+
+
+DETECTORS: dict[str, Callable[[], Detector]] = {
+    "nonfinite": NonFinite,
+    "threshold": lambda: Threshold(3.0),
+    "hold_for": lambda: HoldFor(for_s=25.0, keep_firing_for_s=15.0),
+    "robust_z": RobustZ,
+    "cusum": Cusum,
+    "trend": lambda: TrendSlope(halflife_s=600.0, threshold_pct_per_h=20.0),
+    "plateau": lambda: Plateau(window=100),
+}
+
+# Known answers: the exact anomalous samples, or the first one of a lasting alarm.
+FIRES: dict[tuple[str, str], list[int]] = {
+    ("nonfinite", "nonfinite"): [50, 300, 301, 450],
+    ("threshold", "step"): [i for i in range(300, N) if 2.0 * (2.0 + 0.02 * NOISE[i]) > 3.0],
+    ("threshold", "spike"): [300],
+    ("robust_z", "spike"): [300],
+}
+FIRST: dict[tuple[str, str], int] = {
+    ("robust_z", "step"): 300,
+    ("cusum", "step"): 302,
+    ("trend", "ramp"): 60,
+    ("trend", "spike"): 300,  # least squares is not robust: a rule holds it for a while
+}
+QUIET = {"constant", "noise", "nonfinite", "spike"}
+
+
+@pytest.mark.parametrize("series", ["constant", "noise", "step", "spike", "ramp", "nonfinite"])
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_table(name: str, series: str) -> None:
+    values = _series(series)
+    verdict = DETECTORS[name]().update(TS, values)
+    assert verdict.score.shape == verdict.anomalous.shape == (N,)
+    assert verdict.score.dtype == np.float64 and verdict.anomalous.dtype == np.bool_
+    if name != "nonfinite":
+        bad = ~np.isfinite(values)
+        assert np.isnan(verdict.score[bad]).all() and not verdict.anomalous[bad].any()
+    hits = np.flatnonzero(verdict.anomalous).tolist()
+    if (name, series) in FIRST:
+        assert hits[:1] == [FIRST[name, series]]
+    elif (name, series) in FIRES:
+        assert hits == FIRES[name, series]
+    elif series in QUIET and name != "hold_for":
+        assert hits == []
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+@pytest.mark.parametrize("size", [0, 1])
+def test_empty_and_single_sample(name: str, size: int) -> None:
+    detector = DETECTORS[name]()
+    verdict = detector.update(TS[:size], np.full(size, 2.0))
+    assert verdict.score.shape == verdict.anomalous.shape == (size,)
+    again = detector.update(TS[size : size + 3], np.full(3, 2.0))
+    assert again.score.shape == (3,)
+
+
+def _alike(a: Verdict, b: Verdict) -> None:
+    """Equal verdicts, up to float rounding of the closed-form recursions."""
+    for field in fields(a):
+        left, right = getattr(a, field.name), getattr(b, field.name)
+        if left.dtype == np.bool_:
+            np.testing.assert_array_equal(left, right)
+        else:
+            np.testing.assert_allclose(left, right, rtol=1e-9, atol=1e-12)
+
+
+def _concat(parts: list[Verdict]) -> Verdict:
+    kind = type(parts[0])
+    return kind(
+        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(kind)}
+    )
+
+
+def _batches(detector: Detector, values: np.ndarray, cuts: list[int]) -> Verdict:
+    bounds = [0, *sorted(cuts), N]
+    return _concat(
+        [detector.update(TS[a:b], values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    )
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    name=st.sampled_from(list(DETECTORS)),
+    series=st.sampled_from(["noise", "step", "spike", "ramp", "nonfinite"]),
+    cuts=st.lists(st.integers(0, N), max_size=6),
+)
+def test_any_split_into_batches_gives_the_same_output(
+    name: str, series: str, cuts: list[int]
+) -> None:
+    values = _series(series)
+    whole = DETECTORS[name]().update(TS, values)
+    _alike(_batches(DETECTORS[name](), values, cuts), whole)
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+@pytest.mark.parametrize("at", [0, 1, 299, 451])
+def test_state_dict_round_trip_mid_stream(name: str, at: int) -> None:
+    values = _series("nonfinite") if name == "nonfinite" else _series("step")
+    values = np.where(np.arange(N) == 450, np.nan, values)
+    first = DETECTORS[name]()
+    first.update(TS[:at], values[:at])
+    saved = first.state_dict()
+    expected = first.update(TS[at:], values[at:])
+    resumed = DETECTORS[name]()
+    resumed.load_state_dict(saved)
+    _alike(resumed.update(TS[at:], values[at:]), expected)
+
+
+def test_state_dict_is_a_copy() -> None:
+    detector = RobustZ()
+    saved = detector.state_dict()
+    snapshot = {key: np.array(item, copy=True) for key, item in saved.items()}
+    detector.update(TS, _series("noise"))
+    for key, item in saved.items():
+        np.testing.assert_array_equal(item, snapshot[key])
+
+
+def test_load_state_dict_rejects_foreign_state() -> None:
+    with pytest.raises(ValueError, match="state keys"):
+        RobustZ().load_state_dict(Cusum().state_dict())
+    with pytest.raises(ValueError, match="shape"):
+        Plateau(window=10).load_state_dict(Plateau(window=20).state_dict())
+
+
+@pytest.mark.parametrize(
+    ("ts", "value", "match"),
+    [
+        (np.arange(3.0), np.zeros(4), "shapes"),
+        (np.zeros((2, 2)), np.zeros((2, 2)), "1-D"),
+        (np.array([0.0, 2.0, 1.0]), np.zeros(3), "non-decreasing"),
+        (np.array([0.0, np.nan]), np.zeros(2), "finite"),
+    ],
+)
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_bad_input_is_a_clear_value_error(
+    name: str, ts: np.ndarray, value: np.ndarray, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        DETECTORS[name]().update(ts, value)
+
+
+def test_ts_must_not_go_back_across_batches() -> None:
+    detector = Threshold(1.0)
+    detector.update(np.array([5.0, 6.0]), np.zeros(2))
+    with pytest.raises(ValueError, match="previous batch ended at 6.0"):
+        detector.update(np.array([5.5]), np.zeros(1))
+    assert detector.update(np.array([6.0]), np.zeros(1)).score.shape == (1,)
+
+
+def test_decayed_cumsum_matches_the_recursion_over_long_gaps() -> None:
+    rng = np.random.default_rng(1)
+    f = rng.standard_normal((2, 500)) * 1e6
+    log_decay = -rng.exponential(3.0, 500)
+    expected, carry = np.empty_like(f), np.array([1.0, -2.0])
+    for j in range(500):
+        carry = np.exp(max(log_decay[j], -40.0)) * carry + f[:, j]
+        expected[:, j] = carry
+    got = decayed_cumsum(f, log_decay, np.array([1.0, -2.0]))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-3)
+
+
+@dataclass
+class Hold:
+    """One HoldFor case: condition per 10 s sample and the expected firing samples."""
+
+    cond: list[int]
+    for_s: float
+    keep_s: float
+    firing: list[int]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Hold([0, 1, 1, 1, 1, 0, 0, 0], for_s=20.0, keep_s=0.0, firing=[3, 4]),
+        Hold([0, 1, 1, 1, 1, 0, 0, 0], for_s=20.0, keep_s=25.0, firing=[3, 4, 5, 6]),
+        Hold([1, 1, 0, 1, 1, 0, 1, 1], for_s=10.0, keep_s=0.0, firing=[1, 4, 7]),
+        Hold([1, 1, 1, 1], for_s=0.0, keep_s=0.0, firing=[0, 1, 2, 3]),
+        Hold([1, 0, 1, 0], for_s=5.0, keep_s=100.0, firing=[]),
+    ],
+)
+def test_hold_for_counts_data_time(case: Hold) -> None:
+    ts = 10.0 * np.arange(len(case.cond))
+    verdict = HoldFor(case.for_s, case.keep_s).update(ts, np.array(case.cond, dtype=np.float64))
+    assert np.flatnonzero(verdict.anomalous).tolist() == case.firing
+    cond = np.array(case.cond, bool)
+    assert (verdict.score[~cond] == 0).all()
+    assert (verdict.score[verdict.anomalous & cond] >= case.for_s).all()
+
+
+def test_hold_for_skips_nan_without_breaking_the_hold() -> None:
+    cond = np.array([1.0, np.nan, 1.0, 1.0])
+    verdict = HoldFor(for_s=20.0).update(10.0 * np.arange(4), cond)
+    assert verdict.anomalous.tolist() == [False, False, True, True]
+
+
+def test_robust_z_direction_and_known_score() -> None:
+    values = np.tile([1.0, 3.0], 100)
+    values[-1] = 2.0 - 12.0 * 1.4826  # MAD of the alternating series is 1
+    down = RobustZ(direction="down", halflife=1e9).update(TS[:200], values)
+    up = RobustZ(direction="up", halflife=1e9).update(TS[:200], values)
+    assert down.anomalous[-1] and not up.anomalous.any()
+    assert down.score[-1] == pytest.approx(12.0, rel=0.05)
+
+
+def test_cusum_ignores_isolated_pauses_but_not_a_lasting_shift() -> None:
+    values = _series("noise")
+    values[[200, 400]] = 60.0 * values[[200, 400]]  # evaluation pauses
+    assert not Cusum().update(TS, values).anomalous.any()
+    slower = np.where(np.arange(N) >= 500, 1.25 * values, values)
+    assert np.flatnonzero(Cusum().update(TS, slower).anomalous)[0] in range(500, 520)
+    faster = np.where(np.arange(N) >= 500, 0.75 * values, values)
+    assert not Cusum(direction="up").update(TS, faster).anomalous.any()
+    assert Cusum(direction="both").update(TS, faster).anomalous[-1]
+
+
+def test_trend_slope_recovers_a_known_line_and_time_to_target() -> None:
+    ts = 60.0 * np.arange(240)
+    values = 100.0 + 4.0 * ts / 3600.0  # +4 per hour
+    verdict = TrendSlope(halflife_s=1800.0, target=120.0).update(ts, values)
+    np.testing.assert_allclose(verdict.slope_per_h[-1], 4.0, rtol=1e-6)
+    np.testing.assert_allclose(verdict.level[-1], values[-1], rtol=1e-9)
+    np.testing.assert_allclose(verdict.score[-1], 400.0 / values[-1], rtol=1e-6)
+    np.testing.assert_allclose(verdict.time_to_target_s[-1], (120.0 - values[-1]) / 4.0 * 3600.0)
+    assert np.isnan(verdict.score[ts < 1800.0]).all()
+
+
+def test_plateau_fires_on_a_stall_but_not_on_a_power_law() -> None:
+    steps = np.arange(1.0, 6001.0)
+    ts = steps.copy()
+    power_law = 2.0 + 8.0 * steps**-0.5
+    assert not Plateau().update(ts, power_law).anomalous.any()
+    stalled = np.where(steps < 2000, power_law, power_law[1999])
+    hits = np.flatnonzero(Plateau().update(ts, stalled).anomalous)
+    assert hits.size and 2000 <= hits[0] < 3000
