@@ -63,8 +63,8 @@ class Detector(ABC):
         """The detector's maths over a validated batch (finite values unless told otherwise)."""
 
     def state_dict(self) -> dict[str, Any]:
-        """A copy of everything the next batch depends on (parameters excluded)."""
-        state = {key: _copied(getattr(self, key)) for key in self._state_keys}
+        """Everything the next batch depends on, as JSON-ready numbers and lists (no parameters)."""
+        state = {key: _plain(getattr(self, key)) for key in self._state_keys}
         state["last_ts"] = self._last_ts
         return state
 
@@ -79,14 +79,15 @@ class Detector(ABC):
                 raise ValueError(
                     f"state {key!r} has shape {np.shape(new)}, not {np.shape(current)}"
                 )
-            setattr(
-                self, key, _copied(new) if isinstance(current, np.ndarray) else type(current)(new)
-            )
+            if isinstance(current, np.ndarray):
+                setattr(self, key, np.array(new, dtype=np.float64))
+            else:
+                setattr(self, key, type(current)(new))
         self._last_ts = float(state["last_ts"])
 
 
-def _copied(item: Any) -> Any:
-    return np.array(item, dtype=np.float64) if isinstance(item, np.ndarray) else item
+def _plain(item: Any) -> Any:
+    return item.tolist() if isinstance(item, np.ndarray) else item
 
 
 def _validated(ts: ArrayLike, value: ArrayLike, last_ts: float) -> tuple[Floats, Floats]:
