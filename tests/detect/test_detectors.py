@@ -274,3 +274,31 @@ def test_plateau_fires_on_a_stall_but_not_on_a_power_law() -> None:
     stalled = np.where(steps < 2000, power_law, power_law[1999])
     hits = np.flatnonzero(Plateau().update(ts, stalled).anomalous)
     assert hits.size and 2000 <= hits[0] < 3000
+
+
+def test_cusum_skips_non_positive_values() -> None:
+    values = _series("noise")
+    values[[100, 200]] = [0.0, -3.0]
+    verdict = Cusum().update(TS, values)
+    assert np.isnan(verdict.score[[100, 200]]).all()
+    _alike(
+        Cusum().update(np.delete(TS, [100, 200]), np.delete(values, [100, 200])),
+        Verdict(np.delete(verdict.score, [100, 200]), np.delete(verdict.anomalous, [100, 200])),
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RobustZ(direction="sideways"),  # type: ignore[arg-type]
+        lambda: RobustZ(z=0.0),
+        lambda: Cusum(shift=0.0),
+        lambda: Threshold(1.0, op="=="),
+        lambda: HoldFor(for_s=-1.0),
+        lambda: TrendSlope(halflife_s=0.0),
+        lambda: Plateau(ratio=1.5),
+    ],
+)
+def test_bad_parameters_are_rejected(make: Callable[[], Detector]) -> None:
+    with pytest.raises(ValueError):
+        make()
