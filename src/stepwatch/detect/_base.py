@@ -143,9 +143,12 @@ def decayed_cumsum(f: Floats, log_decay: Floats, init: Floats) -> Floats:
     while start < rows.shape[1]:
         stop = int(np.searchsorted(-cum, _MAX_LOG_SPAN - base, side="right"))
         stop = max(stop, start + 1)
-        rel = cum[start:stop] - base
-        summed = np.cumsum(np.exp(-rel) * rows[:, start:stop], axis=1)
-        out[:, start:stop] = np.exp(rel) * (carry[:, None] + summed)
+        grow = np.exp(base - cum[start:stop])
+        chunk = out[:, start:stop]
+        np.multiply(rows[:, start:stop], grow, out=chunk)
+        np.cumsum(chunk, axis=1, out=chunk)
+        chunk += carry[:, None]
+        chunk /= grow
         carry, base, start = out[:, stop - 1], float(cum[stop - 1]), stop
     return out
 
