@@ -35,16 +35,17 @@ class TrendSlope(Detector):
     Score is the slope relative to the fitted level, in % per hour (``direction`` signed); a
     sample is anomalous when it reaches ``threshold_pct_per_h`` (default: ANOMALIES.md's 5 %/h
     memory leak). With a ``target``, ``time_to_target_s`` says when the fitted line crosses it
-    (inf when moving away). Weights halve every ``halflife_s`` seconds of data time; nothing is
-    scored before ``warmup_s`` (default one half-life) of data, since a per-hour slope from
-    minutes of noise means nothing.
+    (inf when moving away). Weights halve every ``halflife_s`` seconds of data time (default half
+    an hour: an effective span of about an hour for a per-hour rate); nothing is scored before
+    ``warmup_s`` (default half a half-life) of data, since a slope from seconds of noise means
+    nothing.
     """
 
     _state_keys = ("sums", "t_first", "t_prev")
 
     def __init__(
         self,
-        halflife_s: float = HOUR_S,
+        halflife_s: float = HOUR_S / 2,
         threshold_pct_per_h: float = 5.0,
         direction: Direction = "up",
         target: float | None = None,
@@ -55,7 +56,7 @@ class TrendSlope(Detector):
         if halflife_s <= 0 or threshold_pct_per_h <= 0:
             raise ValueError("halflife_s and threshold_pct_per_h must be > 0")
         self.threshold, self.direction, self.target = threshold_pct_per_h, direction, target
-        self.warmup_s = halflife_s if warmup_s is None else float(warmup_s)
+        self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
         self._rate = math.log(2.0) / halflife_s
         self.sums = np.zeros(5)  # weights of 1, x, x^2, y, x*y with x in hours since t_prev
         self.t_first = math.nan
