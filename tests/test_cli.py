@@ -90,3 +90,25 @@ def test_sigterm_stops_the_demo_as_cleanly_as_ctrl_c(tmp_path: Path) -> None:
     with Store(store) as opened:
         (run,) = opened.list_runs()
         assert run.status == "killed"  # stopped early, as Ctrl-C records it
+
+
+def test_rules_check_accepts_a_good_file_and_points_at_a_mistake(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "groups:\n  - name: g\n    rules:\n"
+        "      - alert: loss_spike\n"
+        "        signal: {metric: loss}\n"
+        "        detector: {type: robust_z, z: 8, halflife: 200}\n"
+        "      - alert: step_time_regression\n"
+        "        signal: {metric: train.step_time_s, by: [rank]}\n"
+        "        detector: {type: cusum, shift: 0.3}\n"
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("shift: 0.3", "shfit: 0.3"))
+    result = CliRunner().invoke(main, ["rules", "check", str(good)])
+    assert result.exit_code == 0 and f"{good}: 2 rules OK" in result.output
+    result = CliRunner().invoke(main, ["rules", "check", str(good), str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:9: groups[0].rules[1].detector.shfit: detector 'cusum' takes no parameter" in (
+        result.output
+    )

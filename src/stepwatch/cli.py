@@ -276,6 +276,30 @@ def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None
 
 
 @main.group()
+def rules() -> None:
+    """Check detection rule files."""
+
+
+@rules.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def rules_check(files: tuple[Path, ...]) -> None:
+    """Validate rule FILES: each mistake is reported as file:line: field: what was expected."""
+    from .detect import DETECTORS, RuleError, load_rules
+
+    failed = False
+    for path in files:
+        try:
+            count = len(load_rules(path, DETECTORS))
+        except RuleError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+        else:
+            click.echo(f"{path}: {count} rules OK")
+    if failed:
+        sys.exit(1)
+
+
+@main.group()
 def export() -> None:
     """Export data out of the store."""
 

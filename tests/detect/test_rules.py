@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stepwatch.detect._rules import LogMatch, RuleError, Threshold, load_rules, parse_rules
+from stepwatch.detect._rules import Comparison, LogMatch, RuleError, load_rules, parse_rules
 from stepwatch.detect._templates import check_template, render
 
 
@@ -65,7 +65,7 @@ def test_a_valid_file_reads_into_rules(tmp_path: Path) -> None:
     assert (spike.for_s, spike.keep_firing_for_s, spike.line) == (30.0, 120.0, 4)
     assert dict(spike.labels) == {"team": "ml"} and spike.playbook == "Lower the learning rate."
     assert (nonfinite.kind, nonfinite.detector, nonfinite.params) == ("nonfinite", "nonfinite", ())
-    assert hot.threshold == Threshold(">=", 80.0) and hot.for_s == 300.0
+    assert hot.threshold == Comparison(">=", 80.0) and hot.for_s == 300.0
     assert hot.severity == "warning" and hot.kind == "gpu_thermal"
     assert oom.signal.log == LogMatch("CUDA out of memory", (), ("OOM", "OutOfMemoryError"))
 

@@ -37,7 +37,7 @@ __all__ = [
     "RuleError",
     "RuleSet",
     "Signal",
-    "Threshold",
+    "Comparison",
     "load_rules",
     "parse_rules",
 ]
@@ -73,7 +73,7 @@ class Signal:
 
 
 @dataclass(frozen=True, slots=True)
-class Threshold:
+class Comparison:
     """``value OP level``, e.g. ``> 80``."""
 
     op: str
@@ -91,7 +91,7 @@ class Rule:
     severity: str
     detector: str | None = None
     params: tuple[tuple[str, str | float | bool], ...] = ()
-    threshold: Threshold | None = None
+    threshold: Comparison | None = None
     for_s: float = 0.0
     keep_firing_for_s: float = 0.0
     labels: tuple[tuple[str, str], ...] = ()
@@ -144,11 +144,11 @@ def _detector(at: At, detectors: Detectors) -> tuple[str, tuple[tuple[str, Any],
     return name, tuple(params)
 
 
-def _threshold(at: At) -> Threshold:
+def _threshold(at: At) -> Comparison:
     match = _THRESHOLD_RE.match(at.text())
     if match is None:
         raise at.error(f"expected a comparison like '> 80' or '< 1e-7', got {at.text()!r}")
-    return Threshold(match.group(1), float(match.group(2)))
+    return Comparison(match.group(1), float(match.group(2)))
 
 
 def _log_match(at: At) -> LogMatch:

@@ -1,0 +1,67 @@
+"""Finding what goes wrong in a training run: streaming detectors, the rule language, alert
+lifecycle, silences and inhibition, and reading recorded runs for replay."""
+
+from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
+from ._base import Detector, Direction, Verdict
+from ._detector_trend import Plateau, TrendSlope, TrendVerdict
+from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Threshold
+from ._lifecycle import AlertState, Lifecycle, Transition
+from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
+from ._registry import DETECTORS
+from ._rules import (
+    SEVERITIES,
+    Comparison,
+    LogMatch,
+    Rule,
+    RuleError,
+    RuleSet,
+    Signal,
+    load_rules,
+    parse_rules,
+)
+from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
+from ._templates import check_template, render
+
+__all__ = [
+    "DEFAULT_INHIBITIONS",
+    "DETECTORS",
+    "MAD_SCALE",
+    "SEVERITIES",
+    "AlertRecord",
+    "AlertState",
+    "AlertsFormatError",
+    "Chunk",
+    "Comparison",
+    "Cusum",
+    "Detector",
+    "Direction",
+    "HoldFor",
+    "Inhibition",
+    "Lifecycle",
+    "LogMatch",
+    "Matcher",
+    "NonFinite",
+    "Plateau",
+    "RecordingError",
+    "RecordingInfo",
+    "RobustZ",
+    "Rule",
+    "RuleError",
+    "RuleSet",
+    "Signal",
+    "Silence",
+    "Threshold",
+    "Transition",
+    "TrendSlope",
+    "TrendVerdict",
+    "Verdict",
+    "check_template",
+    "describe",
+    "inhibited",
+    "load_rules",
+    "parse_rules",
+    "read_alerts",
+    "read_recorded",
+    "render",
+    "write_alerts",
+]
