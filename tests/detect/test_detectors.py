@@ -101,7 +101,7 @@ def _alike(a: Verdict, b: Verdict) -> None:
         if left.dtype == np.bool_:
             np.testing.assert_array_equal(left, right)
         else:
-            np.testing.assert_allclose(left, right, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(left, right, rtol=1e-6, atol=1e-9)
 
 
 def _concat(parts: list[Verdict]) -> Verdict:

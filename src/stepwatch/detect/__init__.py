@@ -5,9 +5,11 @@ from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alert
 from ._base import Detector, Direction, Verdict
 from ._detector_trend import Plateau, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Threshold
+from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._registry import DETECTORS
+from ._replay import builtin_rules, replay, to_record
 from ._rules import (
     SEVERITIES,
     Comparison,
@@ -25,8 +27,10 @@ from ._templates import check_template, render
 __all__ = [
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
+    "LOG_REPEAT_S",
     "MAD_SCALE",
     "SEVERITIES",
+    "Alert",
     "AlertRecord",
     "AlertState",
     "AlertsFormatError",
@@ -35,6 +39,7 @@ __all__ = [
     "Cusum",
     "Detector",
     "Direction",
+    "Engine",
     "HoldFor",
     "Inhibition",
     "Lifecycle",
@@ -55,6 +60,7 @@ __all__ = [
     "TrendSlope",
     "TrendVerdict",
     "Verdict",
+    "builtin_rules",
     "check_template",
     "describe",
     "inhibited",
@@ -63,5 +69,7 @@ __all__ = [
     "read_alerts",
     "read_recorded",
     "render",
+    "replay",
+    "to_record",
     "write_alerts",
 ]

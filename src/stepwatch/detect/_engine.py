@@ -1,0 +1,178 @@
+"""The rule engine: routes each batch's series to the rules that read them, runs their
+detectors and lifecycles in data time, and says which alerts changed state.
+
+The same engine serves a live collector and a replay: it only ever sees
+batches (column arrays plus log events) and never looks at a clock.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import Event, SampleBatch, SeriesKey
+from ._base import Detector
+from ._lifecycle import AlertState, Lifecycle, Transition
+from ._registry import DETECTORS
+from ._rules import Comparison, LogMatch, Rule, RuleSet
+from ._templates import render
+
+__all__ = ["LOG_REPEAT_S", "Alert", "Engine"]
+
+#: A log rule fires again for the same entity only after this much quiet (an incident's span).
+LOG_REPEAT_S = 600.0
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+    "==": operator.eq, "!=": operator.ne,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """An alert that changed state: which rule, about which entity, when, and what to say."""
+
+    rule: Rule
+    state: str
+    ts: float
+    since: float
+    value: float
+    labels: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.rule.kind
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+
+def _entity(rule: Rule, labels: Mapping[str, str]) -> dict[str, str]:
+    """The alert's entity: the run plus the labels the rule groups by."""
+    keys = ("run", *rule.signal.by)
+    return {k: labels[k] for k in keys if k in labels}
+
+
+def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
+    labels = {**entity, **dict(rule.labels)}
+    values = {"value": t.value, "since": t.since, "kind": rule.kind, "severity": rule.severity}
+    notes = {name: render(text, labels, values) for name, text in rule.annotations}
+    return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes)
+
+
+@dataclass(slots=True)
+class _Binding:
+    """One rule reading one series: its detector (if any) and its alert's lifecycle."""
+
+    rule: Rule
+    entity: dict[str, str]
+    detector: Detector | None
+    lifecycle: Lifecycle
+
+    def active(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
+        if self.detector is not None:
+            return self.detector.update(ts, value).anomalous
+        threshold = self.rule.threshold
+        assert isinstance(threshold, Comparison)
+        with np.errstate(invalid="ignore"):
+            return np.asarray(_OPS[threshold.op](value, threshold.level)) & np.isfinite(value)
+
+
+class _LogRule:
+    """A log rule: a compiled matcher plus when it last fired per entity."""
+
+    def __init__(self, rule: Rule, match: LogMatch) -> None:
+        self.rule, self.match = rule, match
+        self.regex = re.compile(match.regex) if match.regex else None
+        self.last: dict[tuple[tuple[str, str], ...], float] = {}
+
+    def matches(self, text: str) -> bool:
+        if self.regex is not None and not self.regex.search(text):
+            return False
+        if not all(word in text for word in self.match.all):
+            return False
+        return not self.match.any or any(word in text for word in self.match.any)
+
+    def fire(self, event: Event) -> Alert | None:
+        entity = _entity(self.rule, event.labels)
+        key = tuple(sorted(entity.items()))
+        last = self.last.get(key)
+        self.last[key] = event.ts
+        if last is not None and event.ts - last < LOG_REPEAT_S:
+            return None
+        return _alert(self.rule, entity, Transition(AlertState.FIRING, event.ts, event.ts, 1.0))
+
+
+class Engine:
+    """Runs ``rules`` over batches in data time; ``process`` returns the alerts that changed.
+
+    Args:
+        rules: the validated rules.
+        detectors: detector constructors by the ``type`` rules name.
+    """
+
+    def __init__(
+        self, rules: RuleSet, detectors: Mapping[str, Callable[..., Detector]] = DETECTORS
+    ):
+        self._detectors = detectors
+        self._metric_rules = [r for r in rules.rules if r.signal.metric is not None]
+        self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
+        self._routes: dict[SeriesKey, list[_Binding]] = {}
+        self.samples = 0
+
+    def _bind(self, key: SeriesKey) -> list[_Binding]:
+        labels = dict(key.labels)
+        bindings = []
+        for rule in self._metric_rules:
+            if rule.signal.metric != key.name:
+                continue
+            if any(labels.get(k) != v for k, v in rule.signal.match):
+                continue
+            detector = None
+            if rule.detector is not None:
+                detector = self._detectors[rule.detector](**dict(rule.params))
+            life = Lifecycle(rule.for_s, rule.keep_firing_for_s)
+            bindings.append(_Binding(rule, _entity(rule, labels), detector, life))
+        self._routes[key] = bindings
+        return bindings
+
+    def process(self, batch: SampleBatch) -> list[Alert]:
+        """Feed one batch (each series' samples in time order); return alert transitions."""
+        alerts: list[Alert] = []
+        self.samples += len(batch)
+        routes = [self._routes.get(key) or self._bind(key) for key in batch.keys]
+        wanted = np.array([bool(r) for r in routes], dtype=bool)
+        if len(batch) and wanted.any():
+            order = np.argsort(batch.series, kind="stable")
+            series = batch.series[order]
+            bounds = np.flatnonzero(np.r_[True, series[1:] != series[:-1], True])
+            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                sid = int(series[start])
+                if not wanted[sid]:
+                    continue
+                rows = order[start:end]
+                ts, value = batch.ts[rows], batch.value[rows]
+                for binding in routes[sid]:
+                    active = binding.active(ts, value)
+                    for t in binding.lifecycle.update(ts, active, value):
+                        alerts.append(_alert(binding.rule, binding.entity, t))
+        alerts += self._logs(batch.events)
+        alerts.sort(key=lambda a: a.ts)
+        return alerts
+
+    def _logs(self, events: list[Event]) -> list[Alert]:
+        out = []
+        for event in events:
+            if event.kind != "log":
+                continue
+            for log_rule in self._log_rules:
+                if log_rule.matches(event.text) and (alert := log_rule.fire(event)) is not None:
+                    out.append(alert)
+        return out

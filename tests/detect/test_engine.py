@@ -1,0 +1,121 @@
+"""The rule engine: routing, thresholds held for a duration, detectors, log rules, annotations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stepwatch.detect import DETECTORS, Alert, Engine, parse_rules
+from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
+
+RULES = """\
+groups:
+  - name: g
+    rules:
+      - alert: gpu_hot
+        kind: gpu_thermal
+        signal: {metric: gpu.temp_c, by: [node, gpu]}
+        threshold: ">= 80"
+        for: 5m
+        labels: {team: infra}
+        annotations: {summary: "GPU {{ $labels.gpu }} of {{ $labels.node }} at {{ $value }} C"}
+      - alert: nan_loss
+        kind: nonfinite
+        signal: {metric: loss, match: {rank: "0"}}
+        detector: nonfinite
+        severity: critical
+      - alert: log_oom
+        signal: {log: {regex: "CUDA out of memory"}, by: [node]}
+"""
+
+
+def _engine() -> Engine:
+    return Engine(parse_rules(RULES, "rules.yaml", DETECTORS))
+
+
+def _batch(rows: list[tuple[str, dict[str, str], float, float]], events=()) -> SampleBatch:  # type: ignore[no-untyped-def]
+    keys = sorted({SeriesKey.of(name, labels) for name, labels, _, _ in rows}, key=str)
+    index = {k: i for i, k in enumerate(keys)}
+    return SampleBatch(
+        "test",
+        0,
+        keys,
+        np.array([index[SeriesKey.of(n, lab)] for n, lab, _, _ in rows], np.uint32),
+        np.array([ts for _, _, ts, _ in rows], np.float64),
+        np.full(len(rows), NO_STEP, np.int64),
+        np.array([v for _, _, _, v in rows], np.float64),
+        list(events),
+    )
+
+
+def _temps(
+    hot_from: float, hot_to: float, end: float
+) -> list[tuple[str, dict[str, str], float, float]]:
+    rows = []
+    for t in np.arange(0.0, end, 10.0):
+        for gpu in ("0", "1"):
+            hot = gpu == "1" and hot_from <= t < hot_to
+            labels = {"run": "r", "node": "n2", "gpu": gpu}
+            rows.append(("gpu.temp_c", labels, float(t), 86.0 if hot else 60.0))
+    return rows
+
+
+def _summary(alerts: list[Alert]) -> list[tuple[str, str, float, dict[str, str]]]:
+    return [(a.kind, a.state, a.ts, a.labels) for a in alerts]
+
+
+def test_a_threshold_fires_after_for_and_resolves_once_the_condition_ends() -> None:
+    alerts = _engine().process(_batch(_temps(100.0, 800.0, 1000.0)))
+    entity = {"run": "r", "node": "n2", "gpu": "1", "team": "infra"}
+    assert _summary(alerts) == [
+        ("gpu_thermal", "pending", 100.0, entity),
+        ("gpu_thermal", "firing", 400.0, entity),
+        ("gpu_thermal", "resolved", 800.0, entity),
+    ]
+    assert alerts[1].annotations == {"summary": "GPU 1 of n2 at 86 C"}
+    assert alerts[1].since == 100.0 and alerts[1].severity == "warning"
+
+
+def test_a_stream_split_into_batches_gives_the_same_alerts() -> None:
+    rows = _temps(100.0, 800.0, 1000.0)
+    whole = _summary(_engine().process(_batch(rows)))
+    engine, split = _engine(), []
+    for start in range(0, len(rows), 7):
+        split += _summary(engine.process(_batch(rows[start : start + 7])))
+    assert split == whole
+
+
+def test_detector_rules_read_only_the_series_they_match() -> None:
+    nan = float("nan")
+    rows = [
+        ("train.loss", {"run": "r", "rank": "0"}, 1.0, 2.0),
+        ("train.loss", {"run": "r", "rank": "1"}, 2.0, nan),  # not rank 0: not read
+        ("train.loss", {"run": "r", "rank": "0"}, 3.0, nan),
+        ("train.lr", {"run": "r", "rank": "0"}, 3.0, nan),  # another metric
+    ]
+    alerts = _engine().process(_batch(rows))
+    assert [(a.kind, a.state, a.ts, a.labels) for a in alerts] == [
+        ("nonfinite", "pending", 3.0, {"run": "r"}),
+        ("nonfinite", "firing", 3.0, {"run": "r"}),
+    ]
+    assert alerts[1].severity == "critical"
+
+
+def test_log_rules_fire_once_per_entity_and_incident() -> None:
+    def line(ts: float, node: str, text: str) -> Event:
+        return Event(ts, "log", text, {"run": "r", "node": node, "rank": "3"})
+
+    engine = _engine()
+    events = [
+        line(10.0, "n1", "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"),
+        line(20.0, "n1", "torch.OutOfMemoryError: CUDA out of memory."),  # same incident
+        line(30.0, "n2", "CUDA out of memory"),
+        line(40.0, "n2", "warning: memory is getting tight"),  # no match
+    ]
+    first = engine.process(_batch([], events))
+    later = engine.process(_batch([], [line(700.0, "n1", "CUDA out of memory")]))
+    assert [(a.kind, a.ts, a.labels) for a in first + later] == [
+        ("log_oom", 10.0, {"run": "r", "node": "n1"}),
+        ("log_oom", 30.0, {"run": "r", "node": "n2"}),
+        ("log_oom", 700.0, {"run": "r", "node": "n1"}),
+    ]
+    assert all(a.state == "firing" for a in first + later)
