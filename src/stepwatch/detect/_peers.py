@@ -1,0 +1,281 @@
+"""Peer comparison: one member's value against the median of the other members at the same step.
+
+A rank (or node) is judged against its peers, not its own past: a straggler is a rank whose
+compute time is well above the median of the other ranks' at the same step, the relative score
+of NVIDIA's straggler detection (the median, so one slow rank cannot move its own yardstick).
+The default ``ratio`` of 1.25 (a relative speed below 0.8) sits far above the few per cent of
+per-step jitter between healthy ranks, and it is the smallest slow-down worth a person's time:
+synchronous training runs every rank at the straggler's pace, so 25 % on one rank is 25 % on
+the whole job. Like Minder's continuity check, a member is flagged only after ``min_steps``
+consecutive decided steps above the ratio, so one slow step is never a straggler. When every
+member slows together (an evaluation pause, a checkpoint) the peers' median rises with them and
+the ratio stays near 1: such pauses cannot alert by construction.
+
+When steps complete: samples of one metric arrive in data-time order, a step's samples from all
+members close together. A step is decided at the first sample of a later step if every member
+seen so far reported it, or else once a majority of the members seen so far have reported a
+later step (a member that died or lags does not hold its peers' verdicts back). Should most
+members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is decided with whoever
+reported it (too few to judge, as a rule: a lost node is ``Absence``'s finding, not a peer's).
+Steps are decided in order; a sample of a step already decided is late and only counted.
+Undecided steps are kept between batches, so the output does not depend on how the stream is cut
+into batches.
+Samples without a step (``step == -1``) are grouped into ``bucket_s`` buckets of data time
+instead; one detector takes one kind. A member's samples in one step or bucket are averaged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from stepwatch.detect._base import (
+    Bools,
+    Direction,
+    Floats,
+    Verdict,
+    _validated,
+    check_direction,
+    directed,
+)
+
+Ints = NDArray[np.int64]
+MAX_MEMBERS = 1 << 16  # member indexes are small ints (ranks or nodes), not ids
+MAX_PENDING = 64  # steps that may wait for their members before the oldest is decided as it is
+_SUM, _FINITE, _SEEN, _TS = range(4)  # the rows of one pending step's per-member table
+
+
+@dataclass(frozen=True)
+class PeerVerdict(Verdict):
+    """One row per member and decided step; ``score`` is the directed ratio, ``step`` is -1 for
+    time buckets, and ``ts`` is the member's last sample in the step."""
+
+    ts: Floats
+    step: Ints
+    member: Ints
+    value: Floats
+    peer_median: Floats
+    ratio: Floats
+    streak: Ints
+
+
+class PeerComparison:
+    """Flags members whose value stays ``ratio`` times their peers' median for ``min_steps``.
+
+    Args:
+        ratio: how far from the peers' median counts (in ``direction``), > 1.
+        min_steps: consecutive decided steps above ``ratio`` before a member is anomalous.
+        min_members: members that must report a step (self included) for it to be judged.
+        bucket_s: bucket width in seconds for samples that carry no step.
+        direction: ``up`` (slower, more time), ``down`` (less throughput) or ``both``.
+    """
+
+    def __init__(
+        self,
+        ratio: float = 1.25,
+        min_steps: int = 10,
+        min_members: int = 3,
+        bucket_s: float = 10.0,
+        direction: Direction = "up",
+    ) -> None:
+        check_direction(direction)
+        if not ratio > 1 or min_steps < 1 or min_members < 2 or not bucket_s > 0:
+            raise ValueError("ratio must be > 1, min_steps >= 1, min_members >= 2, bucket_s > 0")
+        self.ratio, self.min_steps, self.min_members = float(ratio), int(min_steps), min_members
+        self.bucket_s, self.direction = float(bucket_s), direction
+        self._last_ts = -math.inf
+        self._mode = ""
+        self._known = np.zeros(0, dtype=bool)
+        self._latest = np.zeros(0)
+        self._streak = np.zeros(0, dtype=np.int64)
+        self._decided = -math.inf
+        self._pending: dict[int, Floats] = {}
+        self._late = 0
+
+    @property
+    def late_samples(self) -> int:
+        """Samples that arrived after their step was decided (counted, not judged)."""
+        return self._late
+
+    def update(
+        self, ts: ArrayLike, step: ArrayLike | None, member: ArrayLike, value: ArrayLike
+    ) -> PeerVerdict:
+        """Take one batch of one metric across members; return the rows decided by it."""
+        ts_arr, value_arr = _validated(ts, value, self._last_ts)
+        key, member_arr = self._keys(ts_arr, step, member)
+        if ts_arr.size:
+            self._last_ts = float(ts_arr[-1])
+            self._grow(int(member_arr.max()) + 1)
+        bounds = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), key.size] if key.size else []
+        decided: list[tuple[int, Floats]] = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            run = slice(a, b)
+            decided += self._ingest(int(key[a]), ts_arr[run], member_arr[run], value_arr[run])
+        return self._judge(decided)
+
+    def _keys(self, ts: Floats, step: ArrayLike | None, member: ArrayLike) -> tuple[Ints, Ints]:
+        """Validate step and member; the grouping key is the step or the time bucket."""
+        step_arr = np.full(ts.shape, -1) if step is None else np.asarray(step)
+        member_arr = np.asarray(member)
+        if step_arr.shape != ts.shape or member_arr.shape != ts.shape:
+            raise ValueError(
+                f"ts {ts.shape}, step {step_arr.shape} and member {member_arr.shape} "
+                "must be equal 1-D shapes"
+            )
+        for name, arr in (("step", step_arr), ("member", member_arr)):
+            if arr.size and arr.dtype.kind not in "iu":
+                raise ValueError(f"{name} must be integers, not {arr.dtype}")
+        if member_arr.size and (member_arr.min() < 0 or member_arr.max() >= MAX_MEMBERS):
+            raise ValueError(f"member must be small indexes in [0, {MAX_MEMBERS})")
+        if not ts.size:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        has_step = step_arr >= 0
+        mode = "step" if has_step[0] else "time"
+        if has_step.any() != has_step.all() or self._mode not in ("", mode):
+            raise ValueError("one detector takes samples with steps or without (step -1), not both")
+        self._mode = mode
+        key = step_arr if mode == "step" else np.floor(ts / self.bucket_s)
+        return key.astype(np.int64), member_arr.astype(np.int64)
+
+    def _grow(self, size: int) -> None:
+        """Widen the per-member state to ``size`` members."""
+        extra = size - self._known.size
+        if extra <= 0:
+            return
+        self._known = np.concatenate([self._known, np.zeros(extra, dtype=bool)])
+        self._latest = np.concatenate([self._latest, np.full(extra, -np.inf)])
+        self._streak = np.concatenate([self._streak, np.zeros(extra, dtype=np.int64)])
+        for key, table in self._pending.items():
+            pad = np.zeros((4, extra))
+            pad[_TS] = np.nan
+            self._pending[key] = np.concatenate([table, pad], axis=1)
+
+    def _ingest(
+        self, key: int, ts: Floats, member: Ints, value: Floats
+    ) -> list[tuple[int, Floats]]:
+        """Add one run of samples of one step; return the earlier steps it lets us decide."""
+        if key <= self._decided:
+            self._late += ts.size
+            return []
+        earlier = sorted(k for k in self._pending if k < key)
+        first_is_new = not self._known[member[0]]
+        everyone = [
+            not first_is_new and bool((self._pending[k][_SEEN][self._known] > 0).all())
+            for k in earlier
+        ]
+        table = self._pending.get(key)
+        if table is None:
+            table = np.zeros((4, self._known.size))
+            table[_TS] = np.nan
+            self._pending[key] = table
+        finite = np.isfinite(value)
+        np.add.at(table[_SUM], member[finite], value[finite])
+        np.add.at(table[_FINITE], member[finite], 1.0)
+        np.add.at(table[_SEEN], member, 1.0)
+        np.fmax.at(table[_TS], member, ts)
+        self._known[member] = True
+        self._latest[member] = np.maximum(self._latest[member], key)
+        return self._decide(earlier, everyone)
+
+    def _decide(self, earlier: list[int], everyone: list[bool]) -> list[tuple[int, Floats]]:
+        """Decide waiting steps in order: all members in, a majority moved on, or too many wait."""
+        latest = self._latest[self._known]
+        count = 0
+        for k, all_in in zip(earlier, everyone, strict=True):
+            if not (all_in or 2 * np.count_nonzero(latest > k) > latest.size):
+                break
+            count += 1
+        count = max(count, len(self._pending) - MAX_PENDING)
+        decided = [(k, self._pending.pop(k)) for k in sorted(self._pending)[:count]]
+        if decided:
+            self._decided = decided[-1][0]
+        return decided
+
+    def _judge(self, decided: list[tuple[int, Floats]]) -> PeerVerdict:
+        """Ratios, streaks and decisions of the decided steps, one row per reporting member."""
+        size = self._known.size
+        tables = np.stack([t for _, t in decided]) if decided else np.zeros((0, 4, size))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vals = np.where(tables[:, _FINITE] > 0, tables[:, _SUM] / tables[:, _FINITE], np.nan)
+            median = _others_median(vals)
+            enough = np.isfinite(vals).sum(axis=1, keepdims=True) >= self.min_members
+            ratio = np.where(enough & (median > 0) & (vals > 0), vals / median, np.nan)
+            score = np.exp(directed(np.log(ratio), self.direction))
+        above = score >= self.ratio
+        streak = _streaks(above, np.isfinite(score) & ~above, self._streak)
+        if decided:
+            self._streak = streak[-1].copy()
+        keys = np.array([k for k, _ in decided], dtype=np.int64)
+        rows = tables[:, _SEEN] > 0
+        step = np.broadcast_to(keys[:, None] if self._mode == "step" else -1, rows.shape)
+        return PeerVerdict(
+            score=score[rows],
+            anomalous=(above & (streak >= self.min_steps))[rows],
+            ts=tables[:, _TS][rows],
+            step=step[rows].astype(np.int64),
+            member=np.broadcast_to(np.arange(size, dtype=np.int64), rows.shape)[rows],
+            value=vals[rows],
+            peer_median=median[rows],
+            ratio=ratio[rows],
+            streak=streak[rows],
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the next batch depends on, as JSON-ready numbers and lists."""
+        keys = sorted(self._pending)
+        return {
+            "last_ts": self._last_ts,
+            "mode": self._mode,
+            "known": self._known.tolist(),
+            "latest": self._latest.tolist(),
+            "streak": self._streak.tolist(),
+            "decided": self._decided,
+            "pending_keys": keys,
+            "pending": [self._pending[k].tolist() for k in keys],
+            "late": self._late,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from ``state_dict()`` output of a detector built with the same parameters."""
+        expected = set(self.state_dict())
+        if set(state) != expected:
+            raise ValueError(f"state keys {sorted(state)} != {sorted(expected)}")
+        known = np.array(state["known"], dtype=bool)
+        pending = [np.array(t, dtype=np.float64).reshape(4, known.size) for t in state["pending"]]
+        if len(pending) != len(state["pending_keys"]):
+            raise ValueError("state 'pending' and 'pending_keys' differ in length")
+        self._last_ts, self._mode = float(state["last_ts"]), str(state["mode"])
+        self._known = known
+        self._latest = np.array(state["latest"], dtype=np.float64).reshape(known.size)
+        self._streak = np.array(state["streak"], dtype=np.int64).reshape(known.size)
+        self._decided = float(state["decided"])
+        self._pending = dict(zip((int(k) for k in state["pending_keys"]), pending, strict=True))
+        self._late = int(state["late"])
+
+
+def _others_median(vals: Floats) -> Floats:
+    """Each finite cell's median of the other finite cells of its row (NaN when it has none)."""
+    steps, size = vals.shape
+    order = np.argsort(vals, axis=1)  # NaN sorts last
+    ordered = np.take_along_axis(vals, order, axis=1)
+    pos = np.empty_like(order)
+    np.put_along_axis(pos, order, np.broadcast_to(np.arange(size), (steps, size)), axis=1)
+    others = np.isfinite(vals).sum(axis=1, keepdims=True) - 1
+
+    def pick(j: NDArray[np.int64]) -> Floats:
+        index = np.clip(j + (j >= pos), 0, max(size - 1, 0))
+        return np.take_along_axis(ordered, index, axis=1)
+
+    median = 0.5 * (pick((others - 1) // 2) + pick(others // 2))
+    return np.where(np.isfinite(vals) & (others >= 1), median, np.nan)
+
+
+def _streaks(above: Bools, below: Bools, start: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Consecutive steps above, per member; a missing step neither counts nor breaks the run."""
+    count = np.cumsum(above, axis=0)
+    reset = np.maximum.accumulate(np.where(below, count, -1), axis=0)
+    return np.where(reset >= 0, count - reset, start + count).astype(np.int64)
