@@ -19,9 +19,17 @@ members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is dec
 reported it (too few to judge, as a rule: a lost node is ``Absence``'s finding, not a peer's).
 Steps are decided in order; a sample of a step already decided is late and only counted.
 Undecided steps are kept between batches, so the output does not depend on how the stream is cut
-into batches.
-Samples without a step (``step == -1``) are grouped into ``bucket_s`` buckets of data time
-instead; one detector takes one kind. A member's samples in one step or bucket are averaged.
+into batches. Samples without a step (``step == -1``) are grouped into ``bucket_s`` buckets of
+data time instead; one detector takes one kind. A member's samples in one step or bucket are
+averaged; non-finite values count as reported but are not judged; ratios need positive values.
+
+Which metric: stragglers are judged on compute time. When one rank is slow its peers wait for it
+inside the collective, so their communication time rises while its own does not; on compute time
+only the slow rank stands out. Collective slowness of a node (``sync_latency``) is judged on
+the node's communication time (the median over its ranks at each step, members being nodes),
+against the other nodes here, and against its own past by a ``Cusum`` or ``RobustZ`` on the same
+per-node series. A rule wants both: a node that is always a little slower (its place in the
+topology) has not changed, and when every node waits on a straggler none stands out.
 """
 
 from __future__ import annotations
