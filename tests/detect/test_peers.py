@@ -128,6 +128,22 @@ def test_missing_members_and_steps() -> None:
     np.testing.assert_array_equal(decided, np.arange(STEPS - 1))
 
 
+def test_non_finite_values_are_reported_but_not_judged() -> None:
+    values = _compute()
+    values[105, 3], values[106, 0] = np.nan, np.inf
+    verdict = PeerComparison(min_steps=10).update(*_flat(values))
+    straggler = (verdict.member == 3) & (verdict.step >= 100)
+    at = verdict.step[straggler] == 105
+    assert np.isnan(verdict.ratio[straggler][at]).all() and verdict.streak[straggler][
+        at
+    ].tolist() == [5]
+    assert _flagged(verdict)[0] == (
+        110,
+        3,
+    )  # one step later: the NaN step neither counts nor breaks
+    assert np.isfinite(verdict.ratio[(verdict.step == 106) & (verdict.member != 0)]).all()
+
+
 def test_a_sample_after_its_step_was_decided_is_late() -> None:
     ts, step, member, value = _flat(_compute(slow_rank=None)[:3])
     order = np.r_[0:7, 8:16, 7, 16:24]  # rank 7's step 0 arrives after step 1 from everyone
