@@ -1,12 +1,14 @@
 """Finding what goes wrong in a training run: streaming detectors, the rule language, alert
 lifecycle, silences and inhibition, and reading recorded runs for replay."""
 
+from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict
 from ._detector_trend import Plateau, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._lifecycle import AlertState, Lifecycle, Transition
+from ._peers import PeerComparison, PeerVerdict
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._registry import DETECTORS
 from ._replay import builtin_rules, replay, to_record
@@ -30,6 +32,8 @@ __all__ = [
     "LOG_REPEAT_S",
     "MAD_SCALE",
     "SEVERITIES",
+    "Absence",
+    "AbsenceFinding",
     "Alert",
     "AlertRecord",
     "AlertState",
@@ -46,6 +50,8 @@ __all__ = [
     "LogMatch",
     "Matcher",
     "NonFinite",
+    "PeerComparison",
+    "PeerVerdict",
     "Plateau",
     "RecordingError",
     "RecordingInfo",
