@@ -13,29 +13,10 @@ from stepwatch.collect._exporters import (
     NVIDIA_GPU_EXPORTER,
 )
 from stepwatch.collect._scrape_rules import Rule
-from stepwatch.model import canonical_name
+from stepwatch.model import GPU_METRICS, HOST_METRICS, canonical_name
 
-HOST = {
-    "host.cpu_pct",
-    "host.cpu_core_max_pct",
-    "host.mem_used_bytes",
-    "host.mem_total_bytes",
-    "host.net_rx_bytes_per_s",
-    "host.net_tx_bytes_per_s",
-    "host.disk_write_bytes_per_s",
-    "host.disk_free_bytes",
-}
-GPU = {
-    "gpu.util_pct",
-    "gpu.mem_used_bytes",
-    "gpu.mem_total_bytes",
-    "gpu.temp_c",
-    "gpu.power_w",
-    "gpu.power_limit_w",
-    "gpu.xid_errors",
-    "gpu.ecc_errors",
-    "gpu.throttle_reasons",
-}
+HOST = HOST_METRICS
+GPU = GPU_METRICS
 STYLE = re.compile(r"[a-z]+\.[a-z0-9_]+")
 
 

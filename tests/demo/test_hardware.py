@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepwatch import model
 from stepwatch.demo import (
     GPU_METRICS,
     HOST_METRICS,
@@ -15,25 +16,7 @@ from stepwatch.demo import (
 )
 
 SHAPE = TrainingShape(nodes=3, gpus_per_node=4, seed=5, eval_every=50, ckpt_every=100)
-VOCABULARY = {
-    "gpu.util_pct",
-    "gpu.mem_used_bytes",
-    "gpu.mem_total_bytes",
-    "gpu.temp_c",
-    "gpu.power_w",
-    "gpu.power_limit_w",
-    "gpu.xid_errors",
-    "gpu.ecc_errors",
-    "gpu.throttle_reasons",
-    "host.cpu_pct",
-    "host.cpu_core_max_pct",
-    "host.mem_used_bytes",
-    "host.mem_total_bytes",
-    "host.net_rx_bytes_per_s",
-    "host.net_tx_bytes_per_s",
-    "host.disk_write_bytes_per_s",
-    "host.disk_free_bytes",
-}
+VOCABULARY = model.GPU_METRICS | model.HOST_METRICS
 
 
 def _readings(phase_offset: float, n: int = 30, step: int = 100) -> list[HardwareSample]:
