@@ -23,6 +23,20 @@ if TYPE_CHECKING:
 DEFAULT_STORE = Path("stepwatch.duckdb")
 
 
+def _store_option(
+    default: Path = DEFAULT_STORE, exists: bool = False, help: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--store FILE``: the DuckDB file a command opens."""
+    return click.option(
+        "--store",
+        "store_path",
+        type=click.Path(exists=exists, path_type=Path),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="stepwatch")
 def main() -> None:
@@ -30,14 +44,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="DuckDB file of the embedded store.",
-)
+@_store_option(help="DuckDB file of the embedded store.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=7070, show_default=True, type=int)
 @click.option(
@@ -57,13 +64,7 @@ def server(store_path: Path, host: str, port: int, token: str | None) -> None:
 @click.option("--duration", type=float, default=None, help="Stop by itself after S seconds.")
 @click.option("--nodes", default=4, show_default=True, type=int)
 @click.option("--gpus", default=8, show_default=True, type=int, help="GPUs (ranks) per node.")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=Path("stepwatch-demo.duckdb"),
-    show_default=True,
-)
+@_store_option(default=Path("stepwatch-demo.duckdb"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=7070, show_default=True, type=int)
 @click.option(
@@ -219,14 +220,7 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
 @click.option("--name", default="", help="Run name [default: the command].")
 @click.option("--project", default="default", show_default=True)
 @click.option("--run-id", envvar="STEPWATCH_RUN_ID", default=None)
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="Store of the collector started when no --server is given.",
-)
+@_store_option(help="Store of the collector started when no --server is given.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     command: tuple[str, ...],
@@ -358,13 +352,7 @@ def export() -> None:
 
 @export.command("parquet")
 @click.argument("run_id")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(exists=True, path_type=Path),
-    default=DEFAULT_STORE,
-    show_default=True,
-)
+@_store_option(exists=True)
 @click.option(
     "--out",
     "out_path",
