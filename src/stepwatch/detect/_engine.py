@@ -147,7 +147,7 @@ class Engine:
         """Feed one batch (each series' samples in time order); return alert transitions."""
         alerts: list[Alert] = []
         self.samples += len(batch)
-        routes = [self._routes.get(key) or self._bind(key) for key in batch.keys]
+        routes = [self._routes[k] if k in self._routes else self._bind(k) for k in batch.keys]
         wanted = np.array([bool(r) for r in routes], dtype=bool)
         if len(batch) and wanted.any():
             order = np.argsort(batch.series, kind="stable")
