@@ -44,32 +44,28 @@ ALIASES: dict[str, str] = {
 }
 
 #: The vocabulary's per-GPU metrics (NVML, DCGM and the like).
-GPU_METRICS = frozenset(
-    {
-        "gpu.util_pct",
-        "gpu.mem_used_bytes",
-        "gpu.mem_total_bytes",
-        "gpu.temp_c",
-        "gpu.power_w",
-        "gpu.power_limit_w",
-        "gpu.xid_errors",
-        "gpu.ecc_errors",
-        "gpu.throttle_reasons",
-    }
+GPU_METRICS = (
+    "gpu.util_pct",
+    "gpu.mem_used_bytes",
+    "gpu.mem_total_bytes",
+    "gpu.temp_c",
+    "gpu.power_w",
+    "gpu.power_limit_w",
+    "gpu.throttle_reasons",
+    "gpu.xid_errors",
+    "gpu.ecc_errors",
 )
 
 #: The vocabulary's per-node host metrics (psutil, node_exporter).
-HOST_METRICS = frozenset(
-    {
-        "host.cpu_pct",
-        "host.cpu_core_max_pct",
-        "host.mem_used_bytes",
-        "host.mem_total_bytes",
-        "host.net_rx_bytes_per_s",
-        "host.net_tx_bytes_per_s",
-        "host.disk_write_bytes_per_s",
-        "host.disk_free_bytes",
-    }
+HOST_METRICS = (
+    "host.cpu_pct",
+    "host.cpu_core_max_pct",
+    "host.mem_used_bytes",
+    "host.mem_total_bytes",
+    "host.net_rx_bytes_per_s",
+    "host.net_tx_bytes_per_s",
+    "host.disk_write_bytes_per_s",
+    "host.disk_free_bytes",
 )
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,199}$")

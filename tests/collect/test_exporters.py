@@ -15,8 +15,8 @@ from stepwatch.collect._exporters import (
 from stepwatch.collect._scrape_rules import Rule
 from stepwatch.model import GPU_METRICS, HOST_METRICS, canonical_name
 
-HOST = HOST_METRICS
-GPU = GPU_METRICS
+HOST = frozenset(HOST_METRICS)
+GPU = frozenset(GPU_METRICS)
 STYLE = re.compile(r"[a-z]+\.[a-z0-9_]+")
 
 

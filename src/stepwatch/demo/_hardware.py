@@ -25,28 +25,6 @@ THERMAL_TAU_S = 20.0
 THROTTLE_IDLE = 0x1
 THROTTLE_SW_POWER_CAP = 0x4
 
-GPU_METRICS = (
-    "gpu.util_pct",
-    "gpu.mem_used_bytes",
-    "gpu.mem_total_bytes",
-    "gpu.temp_c",
-    "gpu.power_w",
-    "gpu.power_limit_w",
-    "gpu.throttle_reasons",
-    "gpu.xid_errors",
-    "gpu.ecc_errors",
-)
-HOST_METRICS = (
-    "host.cpu_pct",
-    "host.cpu_core_max_pct",
-    "host.mem_used_bytes",
-    "host.mem_total_bytes",
-    "host.net_rx_bytes_per_s",
-    "host.net_tx_bytes_per_s",
-    "host.disk_write_bytes_per_s",
-    "host.disk_free_bytes",
-)
-
 # Per-phase (mean, sd) of host CPU load and busiest-core load, in percent.
 _CPU = {Phase.TRAIN: (30.0, 4.0), Phase.EVAL: (18.0, 3.0), Phase.CHECKPOINT: (45.0, 5.0)}
 _CORE = {Phase.TRAIN: (72.0, 9.0), Phase.EVAL: (55.0, 9.0), Phase.CHECKPOINT: (90.0, 3.0)}
