@@ -119,3 +119,59 @@ def test_log_rules_fire_once_per_entity_and_incident() -> None:
         ("log_oom", 700.0, {"run": "r", "node": "n1"}),
     ]
     assert all(a.state == "firing" for a in first + later)
+
+
+GROUP_RULES = """\
+groups:
+  - name: g
+    rules:
+      - alert: straggler
+        signal: {metric: train.compute_time_s, by: [rank]}
+        detector: {type: peers, ratio: 1.25, min_steps: 5}
+      - alert: node_down
+        signal: {metric: [stepwatch.heartbeat_s, host.cpu_pct], by: [node]}
+        detector: {type: absence, timeout_s: 60}
+        severity: critical
+"""
+
+
+def _step_rows(steps: range, slow_rank: int, slow_from: int) -> list:  # type: ignore[type-arg]
+    rows = []
+    for step in steps:
+        for rank in range(4):
+            value = 1.0 * (1.5 if rank == slow_rank and step >= slow_from else 1.0)
+            labels = {"run": "r", "rank": str(rank), "node": f"n{rank // 2}"}
+            rows.append(("train.compute_time_s", labels, float(step), value))
+    return rows
+
+
+def _stepped(rows: list) -> SampleBatch:  # type: ignore[type-arg]
+    batch = _batch(rows)
+    batch.step = batch.ts.astype(np.int64)  # one step a second
+    return batch
+
+
+def test_the_slow_rank_and_only_it_is_a_straggler_after_min_steps() -> None:
+    engine = Engine(parse_rules(GROUP_RULES, "g.yaml", DETECTORS))
+    rows = _step_rows(range(40), slow_rank=2, slow_from=20)
+    alerts = engine.process(_stepped(rows[:80])) + engine.process(_stepped(rows[80:]))
+    firing = [(a.kind, a.labels) for a in alerts if a.state == "firing"]
+    assert firing == [("straggler", {"run": "r", "rank": "2"})]
+    (fired,) = [a for a in alerts if a.state == "firing"]
+    assert 24.0 <= fired.ts <= 26.0 and fired.value == 1.5
+
+
+def test_a_node_that_goes_silent_while_others_report_is_down() -> None:
+    engine = Engine(parse_rules(GROUP_RULES, "g.yaml", DETECTORS))
+    rows = []
+    for t in range(0, 300, 5):
+        for node in ("n0", "n1", "n2"):
+            if node == "n1" and t >= 100:
+                continue  # n1 falls silent at 100 s
+            name = "stepwatch.heartbeat_s" if node == "n0" else "host.cpu_pct"
+            rows.append((name, {"run": "r", "node": node}, float(t), 1.0))
+    alerts = engine.process(_batch(rows))
+    assert [(a.kind, a.state, a.labels, a.since) for a in alerts] == [
+        ("node_down", "firing", {"run": "r", "node": "n1"}, 95.0),
+    ]
+    assert 155.0 < alerts[0].ts <= 165.0

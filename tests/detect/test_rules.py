@@ -60,7 +60,7 @@ def test_a_valid_file_reads_into_rules(tmp_path: Path) -> None:
         ("hardware", "log_oom"),
     ]
     spike, nonfinite, hot, oom = rules
-    assert spike.signal.metric == "train.loss" and spike.signal.match == (("rank", "0"),)
+    assert spike.signal.metrics == ("train.loss",) and spike.signal.match == (("rank", "0"),)
     assert (spike.detector, spike.params) == ("robust_z", (("direction", "up"), ("threshold", 8.0)))
     assert (spike.for_s, spike.keep_firing_for_s, spike.line) == (30.0, 120.0, 4)
     assert dict(spike.labels) == {"team": "ml"} and spike.playbook == "Lower the learning rate."
@@ -145,3 +145,20 @@ def test_templates_render_labels_values_and_humanized_numbers() -> None:
     assert render("{{ $labels.rank }}|{{ $since }}", {}, {}) == "|"
     with pytest.raises(ValueError, match="unknown template field"):
         check_template("{{ .Value }}")
+
+
+def test_a_detector_across_members_needs_by_and_a_metric_may_be_a_list() -> None:
+    from stepwatch.detect import DETECTORS as REAL
+
+    text = _rule_file("- alert: s\n  signal: {metric: train.compute_time_s}\n  detector: peers\n")
+    with pytest.raises(
+        RuleError, match=r"r.yaml:5: groups\[0\].rules\[0\].signal: detector 'peers'"
+    ):
+        parse_rules(text, "r.yaml", REAL)
+    text = _rule_file(
+        "- alert: node_down\n  signal: {metric: [stepwatch.heartbeat_s, loss], by: [node]}\n"
+        "  detector: {type: absence, timeout_s: 30}\n"
+    )
+    (rule,) = parse_rules(text, "r.yaml", REAL).rules
+    assert rule.signal.metrics == ("stepwatch.heartbeat_s", "train.loss")
+    assert rule.params == (("timeout_s", 30.0),)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -39,6 +39,9 @@ class Absence:
     Args:
         timeout_s: seconds of data time a member may be silent while others report.
     """
+
+    #: Compares the series of a rule with each other (the engine feeds it every member).
+    across_members: ClassVar[bool] = True
 
     def __init__(self, timeout_s: float = 60.0) -> None:
         if not timeout_s > 0:

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from ..model import Event, SampleBatch, SeriesKey
+from ._absence import Absence, AbsenceFinding
 from ._base import Detector
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._registry import DETECTORS
-from ._rules import Comparison, LogMatch, Rule, RuleSet
+from ._rules import Comparison, LogMatch, Rule, RuleSet, across_members
 from ._templates import render
 
 __all__ = ["LOG_REPEAT_S", "Alert", "Engine"]
@@ -85,6 +86,63 @@ class _Binding:
             return np.asarray(_OPS[threshold.op](value, threshold.level)) & np.isfinite(value)
 
 
+@dataclass(slots=True)
+class _Group:
+    """A rule whose detector compares members (the ranks or nodes of one run) with each other."""
+
+    rule: Rule
+    run: dict[str, str]
+    detector: Any
+    members: dict[str, int] = field(default_factory=dict)
+    lives: dict[int, Lifecycle] = field(default_factory=dict)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.rule.signal.by[-1]
+
+    def member(self, name: str) -> int:
+        return self.members.setdefault(name, len(self.members))
+
+    def flush(self) -> list[Alert]:
+        """Feed this batch's samples of every member, in time order, to the detector."""
+        ts, step, value, member = (np.concatenate(c) for c in _columns(self.parts))
+        self.parts = []
+        order = np.argsort(ts, kind="stable")
+        names = list(self.members)
+        if isinstance(self.detector, Absence):
+            return self._absence(self.detector.update(ts[order], member[order]), names)
+        verdict = self.detector.update(ts[order], step[order], member[order], value[order])
+        alerts = []
+        for m in np.unique(verdict.member).tolist():
+            rows = verdict.member == m
+            life = self.lives.setdefault(m, Lifecycle(self.rule.for_s, self.rule.keep_firing_for_s))
+            entity = {**self.run, self.label: names[m]}
+            for t in life.update(verdict.ts[rows], verdict.anomalous[rows], verdict.value[rows]):
+                alerts.append(_alert(self.rule, entity, t))
+        return alerts
+
+    def _absence(self, findings: list[AbsenceFinding], names: list[str]) -> list[Alert]:
+        alerts = []
+        for f in findings:
+            state = AlertState.FIRING if f.kind == "down" else AlertState.RESOLVED
+            entity = {**self.run, self.label: names[f.member]}
+            t = Transition(state, f.detected_at, f.silent_since, f.detected_at - f.silent_since)
+            alerts.append(_alert(self.rule, entity, t))
+        return alerts
+
+
+def _columns(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    return (
+        [p[0] for p in parts],
+        [p[1] for p in parts],
+        [p[2] for p in parts],
+        [np.full(p[0].shape[0], p[3], np.int64) for p in parts],
+    )
+
+
 class _LogRule:
     """A log rule: a compiled matcher plus when it last fired per entity."""
 
@@ -122,18 +180,24 @@ class Engine:
         self, rules: RuleSet, detectors: Mapping[str, Callable[..., Detector]] = DETECTORS
     ):
         self._detectors = detectors
-        self._metric_rules = [r for r in rules.rules if r.signal.metric is not None]
+        self._metric_rules = [r for r in rules.rules if r.signal.metrics]
         self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
-        self._routes: dict[SeriesKey, list[_Binding]] = {}
+        self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int]]] = {}
+        self._groups: dict[tuple[tuple[str, str], str | None], _Group] = {}
         self.samples = 0
 
-    def _bind(self, key: SeriesKey) -> list[_Binding]:
+    def _bind(self, key: SeriesKey) -> list[_Binding | tuple[_Group, int]]:
         labels = dict(key.labels)
-        bindings = []
+        bindings: list[_Binding | tuple[_Group, int]] = []
         for rule in self._metric_rules:
-            if rule.signal.metric != key.name:
+            if key.name not in rule.signal.metrics:
                 continue
             if any(labels.get(k) != v for k, v in rule.signal.match):
+                continue
+            if rule.detector is not None and across_members(self._detectors[rule.detector]):
+                if (member := labels.get(rule.signal.by[-1])) is not None:
+                    group = self._group(rule, labels.get("run"))
+                    bindings.append((group, group.member(member)))
                 continue
             detector = None
             if rule.detector is not None:
@@ -143,9 +207,18 @@ class Engine:
         self._routes[key] = bindings
         return bindings
 
+    def _group(self, rule: Rule, run: str | None) -> _Group:
+        group = self._groups.get((rule.key, run))
+        if group is None:
+            detector = self._detectors[str(rule.detector)](**dict(rule.params))
+            group = _Group(rule, {} if run is None else {"run": run}, detector)
+            self._groups[rule.key, run] = group
+        return group
+
     def process(self, batch: SampleBatch) -> list[Alert]:
         """Feed one batch (each series' samples in time order); return alert transitions."""
         alerts: list[Alert] = []
+        touched: dict[int, _Group] = {}
         self.samples += len(batch)
         routes = [self._routes[k] if k in self._routes else self._bind(k) for k in batch.keys]
         wanted = np.array([bool(r) for r in routes], dtype=bool)
@@ -160,9 +233,16 @@ class Engine:
                 rows = order[start:end]
                 ts, value = batch.ts[rows], batch.value[rows]
                 for binding in routes[sid]:
+                    if isinstance(binding, tuple):
+                        group, member = binding
+                        group.parts.append((ts, batch.step[rows], value, member))
+                        touched[id(group)] = group
+                        continue
                     active = binding.active(ts, value)
                     for t in binding.lifecycle.update(ts, active, value):
                         alerts.append(_alert(binding.rule, binding.entity, t))
+        for group in touched.values():
+            alerts += group.flush()
         alerts += self._logs(batch.events)
         alerts.sort(key=lambda a: a.ts)
         return alerts

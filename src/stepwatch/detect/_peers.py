@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -81,6 +81,9 @@ class PeerComparison:
         bucket_s: bucket width in seconds for samples that carry no step.
         direction: ``up`` (slower, more time), ``down`` (less throughput) or ``both``.
     """
+
+    #: Compares the series of a rule with each other (the engine feeds it every member).
+    across_members: ClassVar[bool] = True
 
     def __init__(
         self,

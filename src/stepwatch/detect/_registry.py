@@ -1,21 +1,28 @@
 """The detectors a rule may name, by the ``type`` a rule file uses.
 
 Thresholds and ``for`` durations are rule fields of their own, so only the
-statistical detectors are listed here.
+statistical detectors are listed here; ``peers`` and ``absence`` compare the
+series of a rule with each other (members named by the rule's ``by``).
 """
 
 from __future__ import annotations
 
-from ._base import Detector
+from collections.abc import Callable
+from typing import Any
+
+from ._absence import Absence
 from ._detector_trend import Plateau, TrendSlope
 from ._detectors import Cusum, NonFinite, RobustZ
+from ._peers import PeerComparison
 
 __all__ = ["DETECTORS"]
 
-DETECTORS: dict[str, type[Detector]] = {
+DETECTORS: dict[str, Callable[..., Any]] = {
     "nonfinite": NonFinite,
     "robust_z": RobustZ,
     "cusum": Cusum,
     "trend": TrendSlope,
     "plateau": Plateau,
+    "peers": PeerComparison,
+    "absence": Absence,
 }

@@ -63,10 +63,10 @@ class LogMatch:
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """What a rule reads: a metric's series (matching ``match``) or log lines; ``by`` names
-    the labels that make the alert's entity (run, node, gpu, rank)."""
+    """What a rule reads: the series of one or more metrics (matching ``match``) or log lines;
+    ``by`` names the labels that make the alert's entity (run, node, gpu, rank)."""
 
-    metric: str | None = None
+    metrics: tuple[str, ...] = ()
     log: LogMatch | None = None
     match: tuple[tuple[str, str], ...] = ()
     by: tuple[str, ...] = ()
@@ -117,6 +117,11 @@ class RuleSet:
 
 #: Detector constructors by rule ``type``; their keyword parameters are what a rule may set.
 Detectors = Mapping[str, Callable[..., Any]]
+
+
+def across_members(factory: Callable[..., Any]) -> bool:
+    """Whether a detector compares the series of a rule with each other (peers, absence)."""
+    return bool(getattr(factory, "across_members", False))
 
 
 def _parameters(factory: Callable[..., Any]) -> set[str]:
@@ -180,16 +185,18 @@ def _signal(at: At) -> Signal:
     fields = at.mapping({"metric", "log", "match", "by"})
     if ("metric" in fields) == ("log" in fields):
         raise at.error("give exactly one of metric or log")
-    metric = None
+    metrics: tuple[str, ...] = ()
     if "metric" in fields:
+        given = fields["metric"]
+        names = given.str_list() if given.is_list else [given.text()]
         try:
-            metric = canonical_name(fields["metric"].text())
+            metrics = tuple(canonical_name(name) for name in names)
         except ValueError as exc:
-            raise fields["metric"].error(str(exc)) from None
+            raise given.error(str(exc)) from None
     log = _log_match(fields["log"]) if "log" in fields else None
     match = _label_map(fields["match"]) if "match" in fields else ()
     by = tuple(fields["by"].str_list()) if "by" in fields else ()
-    return Signal(metric, log, match, by)
+    return Signal(metrics, log, match, by)
 
 
 def _rule(at: At, group: str, detectors: Detectors) -> Rule:
@@ -213,6 +220,8 @@ def _rule(at: At, group: str, detectors: Detectors) -> Rule:
         except ValueError as exc:
             raise f["annotations"].error(f"{name}: {exc}") from None
     detector, params = _detector(f["detector"], detectors) if "detector" in f else (None, ())
+    if detector is not None and across_members(detectors[detector]) and not signal.by:
+        raise f["signal"].error(f"detector {detector!r} compares members: give 'by' (e.g. [rank])")
     return Rule(
         group=group,
         alert=alert,

@@ -76,6 +76,10 @@ class At:
     def is_mapping(self) -> bool:
         return isinstance(self.node, yaml.MappingNode)
 
+    @property
+    def is_list(self) -> bool:
+        return isinstance(self.node, yaml.SequenceNode)
+
     def mapping(
         self, allowed: Collection[str] | None, required: Collection[str] = ()
     ) -> dict[str, At]:
