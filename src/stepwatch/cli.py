@@ -293,6 +293,30 @@ def rules_check(files: tuple[Path, ...]) -> None:
         sys.exit(1)
 
 
+@rules.command("test")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def rules_test(files: tuple[Path, ...]) -> None:
+    """Run rule unit tests (input series, expected alerts), like `promtool test rules`."""
+    from .detect import DETECTORS, RuleError, builtin_rules, run_rule_tests
+
+    failed = False
+    for path in files:
+        try:
+            results = run_rule_tests(path, DETECTORS, builtin_rules)
+        except RuleError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+            continue
+        bad = [r for r in results if not r.passed]
+        click.echo(f"{path}: {len(results) - len(bad)} of {len(results)} tests passed")
+        for result in bad:
+            for failure in result.failures:
+                click.echo(f"  FAILED {result.name}: {failure}")
+        failed = failed or bool(bad)
+    if failed:
+        sys.exit(1)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(

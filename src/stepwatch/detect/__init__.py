@@ -12,6 +12,7 @@ from ._peers import PeerComparison, PeerVerdict
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._registry import DETECTORS
 from ._replay import builtin_rules, replay, to_record
+from ._rule_tests import RuleTestResult, run_rule_tests
 from ._rules import (
     SEVERITIES,
     Comparison,
@@ -59,6 +60,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RuleSet",
+    "RuleTestResult",
     "Signal",
     "Silence",
     "Threshold",
@@ -76,6 +78,7 @@ __all__ = [
     "read_recorded",
     "render",
     "replay",
+    "run_rule_tests",
     "to_record",
     "write_alerts",
 ]
