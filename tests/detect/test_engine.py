@@ -175,3 +175,34 @@ def test_a_node_that_goes_silent_while_others_report_is_down() -> None:
         ("node_down", "firing", {"run": "r", "node": "n1"}, 95.0),
     ]
     assert 155.0 < alerts[0].ts <= 165.0
+
+
+def test_divide_by_reads_the_latest_divisor_of_the_same_entity() -> None:
+    rules = """\
+groups:
+  - name: g
+    rules:
+      - alert: gpu_memory_pressure
+        signal: {metric: gpu.mem_used_bytes, divide_by: gpu.mem_total_bytes, by: [node, gpu]}
+        threshold: "> 0.9"
+"""
+    engine = Engine(parse_rules(rules, "g.yaml", DETECTORS))
+    gpu0, gpu1 = {"run": "r", "node": "n", "gpu": "0"}, {"run": "r", "node": "n", "gpu": "1"}
+    first = engine.process(
+        _batch(
+            [
+                ("gpu.mem_used_bytes", gpu0, 1.0, 95.0),  # no total yet: nothing to say
+                ("gpu.mem_total_bytes", gpu0, 2.0, 100.0),
+                ("gpu.mem_used_bytes", gpu0, 2.0, 80.0),
+                ("gpu.mem_total_bytes", gpu1, 2.0, 50.0),
+                ("gpu.mem_used_bytes", gpu1, 2.0, 80.0),  # 1.6 of gpu1's total
+            ]
+        )
+    )
+    later = engine.process(_batch([("gpu.mem_used_bytes", gpu0, 3.0, 95.0)]))  # total from before
+    assert [(a.state, a.ts, a.labels["gpu"], a.value) for a in first + later] == [
+        ("pending", 2.0, "1", 1.6),
+        ("firing", 2.0, "1", 1.6),
+        ("pending", 3.0, "0", 0.95),
+        ("firing", 3.0, "0", 0.95),
+    ]

@@ -18,6 +18,7 @@ ANOMALY_KINDS = {
     "grad_vanishing", "step_time_regression", "gpu_underutilized", "gpu_thermal", "gpu_errors",
     "host_memory_leak", "cpu_saturation", "disk_full", "log_oom", "log_nccl", "log_io_error",
     "log_nonfinite", "log_gpu_error", "straggler", "node_down",
+    "gpu_memory_pressure", "checkpoint_slow",
 }  # fmt: skip
 
 

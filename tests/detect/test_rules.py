@@ -162,3 +162,15 @@ def test_a_detector_across_members_needs_by_and_a_metric_may_be_a_list() -> None
     (rule,) = parse_rules(text, "r.yaml", REAL).rules
     assert rule.signal.metrics == ("stepwatch.heartbeat_s", "train.loss")
     assert rule.params == (("timeout_s", 30.0),)
+
+
+def test_divide_by_names_a_metric_and_not_with_logs() -> None:
+    good = _rule_file(
+        "- alert: a\n  signal: {metric: ckpt.bytes, divide_by: ckpt.write_s}\n"
+        "  threshold: '< 2e8'\n"
+    )
+    (rule,) = parse_rules(good, "r.yaml", DETECTORS).rules
+    assert rule.signal.divide_by == "ckpt.write_s"
+    bad = _rule_file("- alert: a\n  signal: {log: {regex: x}, divide_by: ckpt.write_s}\n")
+    with pytest.raises(RuleError, match="log signal has no values to divide"):
+        parse_rules(bad, "r.yaml", DETECTORS)

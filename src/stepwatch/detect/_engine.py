@@ -68,6 +68,30 @@ def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
     return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes)
 
 
+class _AsOf:
+    """The values of a rule's divisor for one entity: each sample is divided by the divisor's
+    latest value at or before its own time."""
+
+    def __init__(self) -> None:
+        self.ts, self.value = np.empty(0), np.empty(0)
+
+    def add(self, ts: np.ndarray, value: np.ndarray) -> None:
+        order = np.argsort(np.r_[self.ts, ts], kind="stable")
+        self.ts, self.value = np.r_[self.ts, ts][order], np.r_[self.value, value][order]
+
+    def divide(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
+        if not self.ts.size:
+            return np.full(ts.shape[0], np.nan)
+        at = np.searchsorted(self.ts, ts, side="right") - 1
+        divisor = np.where(at >= 0, self.value[np.maximum(at, 0)], np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(value / divisor, dtype=np.float64)
+
+    def keep_last(self) -> None:
+        """Between batches only the latest value matters."""
+        self.ts, self.value = self.ts[-1:], self.value[-1:]
+
+
 @dataclass(slots=True)
 class _Binding:
     """One rule reading one series: its detector (if any) and its alert's lifecycle."""
@@ -76,6 +100,7 @@ class _Binding:
     entity: dict[str, str]
     detector: Detector | None
     lifecycle: Lifecycle
+    divisor: _AsOf | None = None
 
     def active(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
         if self.detector is not None:
@@ -182,17 +207,24 @@ class Engine:
         self._detectors = detectors
         self._metric_rules = [r for r in rules.rules if r.signal.metrics]
         self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
-        self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int]]] = {}
+        self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int] | _AsOf]] = {}
+        self._divisors: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _AsOf] = {}
         self._groups: dict[tuple[tuple[str, str], str | None], _Group] = {}
         self.samples = 0
 
-    def _bind(self, key: SeriesKey) -> list[_Binding | tuple[_Group, int]]:
+    def _divisor(self, rule: Rule, labels: Mapping[str, str]) -> _AsOf:
+        entity = tuple(sorted(_entity(rule, labels).items()))
+        return self._divisors.setdefault((rule.key, entity), _AsOf())
+
+    def _bind(self, key: SeriesKey) -> list[_Binding | tuple[_Group, int] | _AsOf]:
         labels = dict(key.labels)
-        bindings: list[_Binding | tuple[_Group, int]] = []
+        bindings: list[_Binding | tuple[_Group, int] | _AsOf] = []
         for rule in self._metric_rules:
-            if key.name not in rule.signal.metrics:
-                continue
             if any(labels.get(k) != v for k, v in rule.signal.match):
+                continue
+            if key.name == rule.signal.divide_by:
+                bindings.append(self._divisor(rule, labels))
+            if key.name not in rule.signal.metrics:
                 continue
             if rule.detector is not None and across_members(self._detectors[rule.detector]):
                 if (member := labels.get(rule.signal.by[-1])) is not None:
@@ -203,7 +235,8 @@ class Engine:
             if rule.detector is not None:
                 detector = self._detectors[rule.detector](**dict(rule.params))
             life = Lifecycle(rule.for_s, rule.keep_firing_for_s)
-            bindings.append(_Binding(rule, _entity(rule, labels), detector, life))
+            divisor = self._divisor(rule, labels) if rule.signal.divide_by else None
+            bindings.append(_Binding(rule, _entity(rule, labels), detector, life, divisor))
         self._routes[key] = bindings
         return bindings
 
@@ -225,26 +258,50 @@ class Engine:
         if len(batch) and wanted.any():
             order = np.argsort(batch.series, kind="stable")
             series = batch.series[order]
-            bounds = np.flatnonzero(np.r_[True, series[1:] != series[:-1], True])
-            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                sid = int(series[start])
-                if not wanted[sid]:
-                    continue
-                rows = order[start:end]
-                ts, value = batch.ts[rows], batch.value[rows]
+            bounds = np.flatnonzero(np.r_[True, series[1:] != series[:-1], True]).tolist()
+            spans = [
+                (int(series[a]), order[a:b])
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                if wanted[int(series[a])]
+            ]
+            divisors = []
+            for sid, rows in spans:  # divisors first: a sample may divide by one at its own ts
                 for binding in routes[sid]:
-                    if isinstance(binding, tuple):
-                        group, member = binding
-                        group.parts.append((ts, batch.step[rows], value, member))
-                        touched[id(group)] = group
-                        continue
-                    active = binding.active(ts, value)
-                    for t in binding.lifecycle.update(ts, active, value):
-                        alerts.append(_alert(binding.rule, binding.entity, t))
+                    if isinstance(binding, _AsOf):
+                        binding.add(batch.ts[rows], batch.value[rows])
+                        divisors.append(binding)
+            for sid, rows in spans:
+                alerts += self._feed(routes[sid], batch, rows, touched)
+            for divisor in divisors:
+                divisor.keep_last()
         for group in touched.values():
             alerts += group.flush()
         alerts += self._logs(batch.events)
         alerts.sort(key=lambda a: a.ts)
+        return alerts
+
+    def _feed(
+        self,
+        bindings: list[_Binding | tuple[_Group, int] | _AsOf],
+        batch: SampleBatch,
+        rows: np.ndarray,
+        touched: dict[int, _Group],
+    ) -> list[Alert]:
+        """One series' samples of this batch through every rule bound to it."""
+        alerts = []
+        ts, value = batch.ts[rows], batch.value[rows]
+        for binding in bindings:
+            if isinstance(binding, _AsOf):
+                continue
+            if isinstance(binding, tuple):
+                group, member = binding
+                group.parts.append((ts, batch.step[rows], value, member))
+                touched[id(group)] = group
+                continue
+            shown = value if binding.divisor is None else binding.divisor.divide(ts, value)
+            active = binding.active(ts, shown)
+            for t in binding.lifecycle.update(ts, active, shown):
+                alerts.append(_alert(binding.rule, binding.entity, t))
         return alerts
 
     def _logs(self, events: list[Event]) -> list[Alert]:

@@ -64,12 +64,15 @@ class LogMatch:
 @dataclass(frozen=True, slots=True)
 class Signal:
     """What a rule reads: the series of one or more metrics (matching ``match``) or log lines;
-    ``by`` names the labels that make the alert's entity (run, node, gpu, rank)."""
+    ``by`` names the labels that make the alert's entity (run, node, gpu, rank). With
+    ``divide_by`` the value is the metric over the latest value of that other metric of the
+    same entity (memory used over total, bytes over seconds)."""
 
     metrics: tuple[str, ...] = ()
     log: LogMatch | None = None
     match: tuple[tuple[str, str], ...] = ()
     by: tuple[str, ...] = ()
+    divide_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +185,17 @@ def _label_map(at: At) -> tuple[tuple[str, str], ...]:
 
 
 def _signal(at: At) -> Signal:
-    fields = at.mapping({"metric", "log", "match", "by"})
+    fields = at.mapping({"metric", "log", "match", "by", "divide_by"})
     if ("metric" in fields) == ("log" in fields):
         raise at.error("give exactly one of metric or log")
+    divide_by = None
+    if "divide_by" in fields:
+        if "log" in fields:
+            raise fields["divide_by"].error("a log signal has no values to divide")
+        try:
+            divide_by = canonical_name(fields["divide_by"].text())
+        except ValueError as exc:
+            raise fields["divide_by"].error(str(exc)) from None
     metrics: tuple[str, ...] = ()
     if "metric" in fields:
         given = fields["metric"]
@@ -196,7 +207,7 @@ def _signal(at: At) -> Signal:
     log = _log_match(fields["log"]) if "log" in fields else None
     match = _label_map(fields["match"]) if "match" in fields else ()
     by = tuple(fields["by"].str_list()) if "by" in fields else ()
-    return Signal(metrics, log, match, by)
+    return Signal(metrics, log, match, by, divide_by)
 
 
 def _rule(at: At, group: str, detectors: Detectors) -> Rule:
