@@ -28,6 +28,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.fixture
+def port() -> int:
+    """A free loopback port for a server the test starts (conftests below share it this way)."""
+    return free_port()
+
+
 @dataclass
 class Collector:
     """The real collector (``python -m stepwatch.server``) as a child process."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,12 +31,6 @@ class NodeExporter:
 
     proc: subprocess.Popen[bytes]
     url: str
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _binary() -> str:
@@ -71,9 +64,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def node_exporter(tmp_path: Path) -> Iterator[NodeExporter]:
+def node_exporter(tmp_path: Path, port: int) -> Iterator[NodeExporter]:
     """A real ``prometheus-node-exporter`` on a free loopback port; stopped at teardown."""
-    port = _free_port()
     args = [
         _binary(),
         f"--web.listen-address=127.0.0.1:{port}",
