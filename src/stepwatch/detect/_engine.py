@@ -120,7 +120,7 @@ class _Group:
     detector: Any
     members: dict[str, int] = field(default_factory=dict)
     lives: dict[int, Lifecycle] = field(default_factory=dict)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = field(default_factory=list)
+    parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # ts, step, value, member
 
     @property
     def label(self) -> str:
@@ -131,8 +131,8 @@ class _Group:
 
     def flush(self) -> list[Alert]:
         """Feed this batch's samples of every member, in time order, to the detector."""
-        ts, step, value, member = (np.concatenate(c) for c in _columns(self.parts))
-        self.parts = []
+        parts, self.parts = self.parts, []
+        ts, step, value, member = (np.concatenate(column) for column in zip(*parts, strict=True))
         order = np.argsort(ts, kind="stable")
         names = list(self.members)
         if isinstance(self.detector, Absence):
@@ -155,17 +155,6 @@ class _Group:
             t = Transition(state, f.detected_at, f.silent_since, f.detected_at - f.silent_since)
             alerts.append(_alert(self.rule, entity, t))
         return alerts
-
-
-def _columns(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]],
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    return (
-        [p[0] for p in parts],
-        [p[1] for p in parts],
-        [p[2] for p in parts],
-        [np.full(p[0].shape[0], p[3], np.int64) for p in parts],
-    )
 
 
 class _LogRule:
@@ -295,7 +284,8 @@ class Engine:
                 continue
             if isinstance(binding, tuple):
                 group, member = binding
-                group.parts.append((ts, batch.step[rows], value, member))
+                members = np.full(ts.shape[0], member, np.int64)
+                group.parts.append((ts, batch.step[rows], value, members))
                 touched[id(group)] = group
                 continue
             shown = value if binding.divisor is None else binding.divisor.divide(ts, value)
