@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..model import SampleBatch
 
-__all__ = ["BatchSink", "GroupWriter", "WriterClosed"]
+__all__ = ["BatchSink", "CommitHook", "GroupWriter", "WriterClosed"]
 
 log = logging.getLogger("stepwatch.server")
 
@@ -29,6 +29,10 @@ class BatchSink(Protocol):
     def apply(self, batches: Sequence[SampleBatch]) -> list[bool]: ...
 
     def compact(self) -> None: ...
+
+
+#: Told in the writer thread of the batches one commit applied (not duplicates); keep it cheap.
+CommitHook = Callable[[Sequence[SampleBatch]], None]
 
 
 class WriterClosed(RuntimeError):
@@ -64,6 +68,8 @@ class GroupWriter:
         self._rows_since_compact = 0
         self._last_compact = monotonic()
         self._thread: threading.Thread | None = None
+        #: Told of every commit, in order; a hook that raises is logged and the others still run.
+        self.on_commit: list[CommitHook] = []
 
     def start(self) -> None:
         """Start accepting batches; may start again after ``stop`` (one app, many lifespans)."""
@@ -142,6 +148,16 @@ class GroupWriter:
         for item, applied in zip(group, results, strict=True):
             item.future.set_result(applied)
             self._rows_since_compact += len(item.batch) if applied else 0
+        self._notify([item.batch for item, applied in zip(group, results, strict=True) if applied])
+
+    def _notify(self, committed: list[SampleBatch]) -> None:
+        if not committed:
+            return
+        for hook in self.on_commit:
+            try:
+                hook(committed)
+            except Exception:
+                log.exception("commit hook %r failed", hook)
 
     def _maybe_compact(self, *, force: bool) -> None:
         now = self._monotonic()
