@@ -44,21 +44,44 @@ def test_a_firing_alert_reports_since_and_its_value() -> None:
     assert out == [Transition(P, 1.0, 1.0, 7.0), Transition(F, 3.0, 1.0, 9.0)]
 
 
+SAMPLE_CASES = [
+    # (for_samples, conditions one per second, expected transitions)
+    (3, [1, 1, 0, 1, 1, 1, 0], [(P, 0.0), (P, 3.0), (F, 5.0), (R, 6.0)]),
+    (1, [0, 1, 0], [(P, 1.0), (F, 1.0), (R, 2.0)]),
+    (4, [1, 1, 1], [(P, 0.0)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("for_samples", "conditions", "expected"), SAMPLE_CASES)
+def test_for_samples_counts_consecutive_samples(
+    for_samples: int, conditions: list[int], expected: list[tuple[str, float]]
+) -> None:
+    assert _feed(Lifecycle(for_samples=for_samples), conditions) == expected
+
+
+def test_for_samples_and_for_seconds_must_both_hold() -> None:
+    life = Lifecycle(for_s=1.0, for_samples=3)
+    ts = np.array([0.0, 0.1, 0.2, 0.3, 1.5])
+    out = life.update(ts, np.ones(5, bool), ts)
+    assert [(t.state, t.ts) for t in out] == [(P, 0.0), (F, 1.5)]
+
+
 @given(
     st.lists(st.booleans(), min_size=1, max_size=60),
     st.lists(st.integers(1, 60), max_size=5),
     st.sampled_from([0.0, 2.0, 5.0]),
     st.sampled_from([0.0, 1.0, 4.0]),
+    st.sampled_from([0, 3]),
 )
 def test_any_split_into_batches_gives_the_same_transitions(
-    conditions: list[bool], cuts: list[int], for_s: float, keep: float
+    conditions: list[bool], cuts: list[int], for_s: float, keep: float, count: int
 ) -> None:
-    whole = _feed(Lifecycle(for_s, keep), [int(c) for c in conditions])
-    life, got, at = Lifecycle(for_s, keep), [], 0
+    whole = _feed(Lifecycle(for_s, keep, count), [int(c) for c in conditions])
+    life, got, at = Lifecycle(for_s, keep, count), [], 0
     for cut in sorted({c for c in cuts if c < len(conditions)}) + [len(conditions)]:
         got += _feed(life, [int(c) for c in conditions[at:cut]], start=float(at))
         saved = life.state_dict()
-        life = Lifecycle(for_s, keep)
+        life = Lifecycle(for_s, keep, count)
         life.load_state_dict(saved)  # a restore mid-stream changes nothing
         at = cut
     assert got == whole

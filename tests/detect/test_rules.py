@@ -35,6 +35,7 @@ groups:
         kind: nonfinite
         signal: {metric: train.loss}
         detector: nonfinite
+        for: 2 samples
         severity: critical
   - name: hardware
     rules:
@@ -65,6 +66,7 @@ def test_a_valid_file_reads_into_rules(tmp_path: Path) -> None:
     assert (spike.for_s, spike.keep_firing_for_s, spike.line) == (30.0, 120.0, 4)
     assert dict(spike.labels) == {"team": "ml"} and spike.playbook == "Lower the learning rate."
     assert (nonfinite.kind, nonfinite.detector, nonfinite.params) == ("nonfinite", "nonfinite", ())
+    assert (nonfinite.for_s, nonfinite.for_samples, spike.for_samples) == (0.0, 2, 0)
     assert hot.threshold == Comparison(">=", 80.0) and hot.for_s == 300.0
     assert hot.severity == "warning" and hot.kind == "gpu_thermal"
     assert oom.signal.log == LogMatch("CUDA out of memory", (), ("OOM", "OutOfMemoryError"))
@@ -101,6 +103,8 @@ MISTAKES = [
      "groups[0].rules[0].severity", "expected one of info, warning, critical"),
     (_rule_file(BASE + "  threshold: '> 1'\n  annotations: {summary: '{{ $valeu }}'}\n"), 7,
      "groups[0].rules[0].annotations", "summary: unknown template field '{{ $valeu }}'"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 0 samples\n"), 7, "groups[0].rules[0].for",
+     "at least 1 sample"),
     (_rule_file(BASE + "  threshold: '> 1'\n  tresh: 1\n"), 7, "groups[0].rules[0]",
      "unknown key 'tresh'"),
     (_rule_file("- alert: a\n  threshold: '> 1'\n"), 4, "groups[0].rules[0]",

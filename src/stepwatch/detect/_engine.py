@@ -141,7 +141,7 @@ class _Group:
         alerts = []
         for m in np.unique(verdict.member).tolist():
             rows = verdict.member == m
-            life = self.lives.setdefault(m, Lifecycle(self.rule.for_s, self.rule.keep_firing_for_s))
+            life = self.lives.setdefault(m, Lifecycle.of(self.rule))
             entity = {**self.run, self.label: names[m]}
             for t in life.update(verdict.ts[rows], verdict.anomalous[rows], verdict.value[rows]):
                 alerts.append(_alert(self.rule, entity, t))
@@ -223,7 +223,7 @@ class Engine:
             detector = None
             if rule.detector is not None:
                 detector = self._detectors[rule.detector](**dict(rule.params))
-            life = Lifecycle(rule.for_s, rule.keep_firing_for_s)
+            life = Lifecycle.of(rule)
             divisor = self._divisor(rule, labels) if rule.signal.divide_by else None
             bindings.append(_Binding(rule, _entity(rule, labels), detector, life, divisor))
         self._routes[key] = bindings

@@ -1,15 +1,20 @@
 """Alert lifecycle in data time: pending → firing → resolved, one alert per rule and entity.
 
-As in Prometheus: a condition must hold ``for`` seconds before the alert
-fires, and with ``keep_firing_for`` a firing alert outlives a brief lapse of
-its condition. Work is per run of equal conditions in a batch, not per sample.
+As in Prometheus: a condition must hold ``for`` seconds (or for a number of
+consecutive samples) before the alert fires, and with ``keep_firing_for`` a
+firing alert outlives a brief lapse of its condition. Work is per run of
+equal conditions in a batch, not per sample.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._rules import Rule
 
 __all__ = ["AlertState", "Lifecycle", "Transition"]
 
@@ -38,11 +43,18 @@ class Lifecycle:
 
     for_s: float = 0.0
     keep_firing_for_s: float = 0.0
+    for_samples: int = 0
     state: str | None = None  # None: inactive
     since: float = 0.0  # when the condition began
+    held: int = 0  # consecutive samples the condition has held
     last_true: float = 0.0  # the last time the condition held
     value: float = float("nan")  # the value at the last time the condition held
     _out: list[Transition] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def of(cls, rule: Rule) -> Lifecycle:
+        """A fresh lifecycle with the rule's ``for`` and ``keep_firing_for``."""
+        return cls(rule.for_s, rule.keep_firing_for_s, rule.for_samples)
 
     def update(self, ts: np.ndarray, active: np.ndarray, value: np.ndarray) -> list[Transition]:
         """Feed one batch (ts ascending) of conditions and values; return the transitions."""
@@ -61,15 +73,19 @@ class Lifecycle:
     def _held(self, ts: np.ndarray, value: np.ndarray) -> None:
         first = float(ts[0])
         if self.state is None or self.state == AlertState.RESOLVED:
+            self.held = 0
             self._enter(AlertState.PENDING, first, since=first, value=float(value[0]))
+        counted = self.held + np.arange(1, ts.shape[0] + 1)
+        self.held += ts.shape[0]
         if self.state == AlertState.PENDING:
-            due = np.flatnonzero(ts >= self.since + self.for_s)
+            due = np.flatnonzero((ts >= self.since + self.for_s) & (counted >= self.for_samples))
             if due.size:
                 i = int(due[0])
                 self._enter(AlertState.FIRING, float(ts[i]), self.since, float(value[i]))
         self.last_true, self.value = float(ts[-1]), float(value[-1])
 
     def _lapsed(self, first: float, last: float) -> None:
+        self.held = 0
         if self.state == AlertState.PENDING:
             self.state = None  # never fired: nothing to resolve
         elif self.state == AlertState.FIRING:
@@ -85,6 +101,7 @@ class Lifecycle:
         return {
             "state": self.state,
             "since": self.since,
+            "held": self.held,
             "last_true": self.last_true,
             "value": self.value,
         }
@@ -92,5 +109,6 @@ class Lifecycle:
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.state = state["state"]  # type: ignore[assignment]
         self.since = float(state["since"])  # type: ignore[arg-type]
+        self.held = int(state["held"])  # type: ignore[call-overload]
         self.last_true = float(state["last_true"])  # type: ignore[arg-type]
         self.value = float(state["value"])  # type: ignore[arg-type]

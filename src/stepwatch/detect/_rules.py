@@ -97,6 +97,7 @@ class Rule:
     threshold: Comparison | None = None
     for_s: float = 0.0
     keep_firing_for_s: float = 0.0
+    for_samples: int = 0
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     playbook: str = ""
@@ -233,6 +234,7 @@ def _rule(at: At, group: str, detectors: Detectors) -> Rule:
     detector, params = _detector(f["detector"], detectors) if "detector" in f else (None, ())
     if detector is not None and across_members(detectors[detector]) and not signal.by:
         raise f["signal"].error(f"detector {detector!r} compares members: give 'by' (e.g. [rank])")
+    for_s, for_samples = f["for"].hold() if "for" in f else (0.0, 0)
     return Rule(
         group=group,
         alert=alert,
@@ -242,7 +244,8 @@ def _rule(at: At, group: str, detectors: Detectors) -> Rule:
         detector=detector,
         params=params,
         threshold=_threshold(f["threshold"]) if "threshold" in f else None,
-        for_s=f["for"].duration() if "for" in f else 0.0,
+        for_s=for_s,
+        for_samples=for_samples,
         keep_firing_for_s=f["keep_firing_for"].duration() if "keep_firing_for" in f else 0.0,
         labels=_label_map(f["labels"]) if "labels" in f else (),
         annotations=tuple(sorted(annotations.items())),

@@ -28,6 +28,9 @@ class RuleError(ValueError):
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 
 
+_SAMPLES_RE = re.compile(r"^(\d+)\s*samples?$")
+
+
 def parse_duration(text: str) -> float:
     """Seconds of a Prometheus-style duration (``90s``, ``5m``, ``1h``; ``0`` is allowed)."""
     if text == "0":
@@ -131,6 +134,23 @@ class At:
             return parse_duration(str(self.node.value))
         except ValueError as exc:
             raise self.error(str(exc)) from None
+
+    def hold(self) -> tuple[float, int]:
+        """How long a condition must hold: a duration, or ``N samples`` (consecutive samples,
+        for signals whose pace is the training's step rather than the clock)."""
+        text = str(self.node.value).strip() if isinstance(self.node, yaml.ScalarNode) else ""
+        match = _SAMPLES_RE.match(text)
+        if match is None:
+            try:
+                return parse_duration(text), 0
+            except ValueError:
+                raise self.error(
+                    f"expected a duration like 30s, 5m or 1h, or a count like '3 samples', "
+                    f"got {text!r}"
+                ) from None
+        if int(match.group(1)) < 1:
+            raise self.error(f"expected at least 1 sample, got {text!r}")
+        return 0.0, int(match.group(1))
 
     def scalar(self) -> str | float | bool:
         """A string, number or boolean (a detector parameter)."""
