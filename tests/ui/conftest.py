@@ -1,0 +1,206 @@
+"""Fixtures of the dashboard tests: Chromium driven by Playwright, and a live demo to look at.
+
+Every test that uses ``page`` fails on any console error or uncaught page
+error, and leaves a screenshot under ``test-artifacts/screenshots/`` (kept
+when the test fails, which is when it matters most).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Error,
+    Page,
+    ViewportSize,
+    sync_playwright,
+)
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+#: Steps the demo must have stored before the dashboard is worth looking at.
+MIN_STEPS = 20
+
+_ERRORS = pytest.StashKey[list[str]]()
+_SAVED = pytest.StashKey[list[Path]]()
+
+
+@dataclass
+class LiveDemo:
+    """``stepwatch demo`` as a child process: its collector's URL and the run it streams."""
+
+    url: str
+    run_id: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def api(self, path: str, **params: Any) -> Any:
+        """GET ``/api/v1/PATH`` as JSON."""
+        response = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def run(self) -> dict[str, Any]:
+        """The demo's run as the API returns it now."""
+        return dict(self.api(f"runs/{self.run_id}"))
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _banner(log_path: Path, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+    """The collector URL and run id the demo prints when it starts."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        text = log_path.read_text(errors="replace")
+        url = re.search(r"open (http://\S+?)/ ", text)
+        run = re.search(r"simulating run (\S+):", text)
+        if url and run:
+            return url.group(1), run.group(1)
+        time.sleep(0.05)
+    raise RuntimeError(f"the demo did not start:\n{log_path.read_text(errors='replace')}")
+
+
+def _has_data(demo: LiveDemo) -> bool:
+    """True once the run has training steps and GPU readings stored."""
+    try:
+        loss = demo.api("query/latest", name="train.loss", run=demo.run_id)
+        gpus = demo.api("query/latest", name="gpu.util_pct", run=demo.run_id)
+    except httpx.HTTPError:
+        return False
+    return bool(gpus) and any((row["step"] or 0) >= MIN_STEPS for row in loss)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the demo finishes its run and stops its collector), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def live_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
+    """A small ``stepwatch demo`` (2 nodes x 2 GPUs, fast steps) on a free port and a temp store,
+    returned once its run has steps and GPU metrics stored; stopped at the end of the session."""
+    home = tmp_path_factory.mktemp("demo")
+    args = ["--port", "0", "--store", str(home / "demo.duckdb"), "--nodes", "2", "--gpus", "2"]
+    args += ["--step-interval", "0.1"]
+    log_path = home / "demo.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stepwatch.cli", "demo", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url, run_id = _banner(log_path, proc)
+        demo = LiveDemo(url, run_id, proc, log_path)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _has_data(demo):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the demo stored no steps in time:\n{demo.log()}")
+            time.sleep(0.2)
+        yield demo
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, through Playwright (its driver ships with the package)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is not installed: run scripts/system-deps")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page_errors(request: pytest.FixtureRequest) -> list[str]:
+    """Console errors and uncaught exceptions of ``page`` so far; a test that expects some
+    removes them, any left fail the test."""
+    errors: list[str] = []
+    request.node.stash[_ERRORS] = errors
+    return errors
+
+
+@pytest.fixture
+def page(
+    browser: Browser, page_errors: list[str], request: pytest.FixtureRequest
+) -> Iterator[Page]:
+    """A fresh page in its own context; screenshotted at teardown, pass or fail."""
+    context = browser.new_context(viewport=VIEWPORT)
+    tab = context.new_page()
+    tab.on("console", lambda msg: _on_console(msg, page_errors))
+    tab.on("pageerror", lambda exc: page_errors.append(f"uncaught {exc.name}: {exc.message}"))
+    try:
+        yield tab
+    finally:
+        _screenshot(tab, request)
+        context.close()
+
+
+def _on_console(message: ConsoleMessage, errors: list[str]) -> None:
+    where = message.location
+    # Chromium asks for /favicon.ico by itself; a page without one has not erred.
+    if message.type == "error" and urlsplit(where["url"]).path != "/favicon.ico":
+        errors.append(f"console.error {message.text} ({where['url']}:{where['lineNumber']})")
+
+
+def screenshot_path(nodeid: str) -> Path:
+    """Where the screenshot of the test ``nodeid`` goes: one file a test, named after it."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid.removeprefix("tests/ui/")).strip("_")
+    return SCREENSHOTS / f"{name}.png"
+
+
+def _screenshot(tab: Page, request: pytest.FixtureRequest) -> None:
+    path = screenshot_path(request.node.nodeid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        image = tab.screenshot(full_page=True)  # with path=, Playwright writes from a new thread
+    except Error as exc:  # a crashed page: the test reports why, the screenshot is only a loss
+        print(f"no screenshot for {request.node.nodeid}: {exc.message}")
+        return
+    path.write_bytes(image)
+    print(f"screenshot: {path}")
+    request.config.stash.setdefault(_SAVED, []).append(path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test that passed still fails when its page logged errors, and says which."""
+    result = yield
+    errors = item.stash.get(_ERRORS, [])
+    if errors:
+        pytest.fail("the page logged errors:\n" + "\n".join(errors), pytrace=False)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    saved = config.stash.get(_SAVED, [])
+    if saved:
+        terminalreporter.write_sep("-", f"{len(saved)} screenshots in {SCREENSHOTS}")
+        for path in saved:
+            terminalreporter.write_line(str(path))

@@ -1,0 +1,25 @@
+"""The dashboard opens on a live collector, lists the run, and logs no errors doing so."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from .conftest import LiveDemo
+
+
+def test_page_lists_the_live_run(page: Page, live_demo: LiveDemo) -> None:
+    run = live_demo.run()
+    page.goto(f"{live_demo.url}/")
+    expect(page).to_have_title(re.compile("stepwatch"))
+    expect(page.locator("body")).to_contain_text(run["name"])
+
+
+def test_console_errors_are_collected(page: Page, page_errors: list[str]) -> None:
+    page.set_content("<script>console.error('broken on purpose')</script>")
+    page.evaluate("setTimeout(() => { throw new Error('thrown on purpose'); })")
+    page.wait_for_timeout(100)
+    assert any("broken on purpose" in e for e in page_errors), page_errors
+    assert any("thrown on purpose" in e for e in page_errors), page_errors
+    page_errors.clear()
