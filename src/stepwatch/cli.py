@@ -395,5 +395,36 @@ def export_parquet(run_id: str, store_path: Path, out_path: Path | None) -> None
     click.echo(f"wrote {written} ({os.path.getsize(written)} bytes)")
 
 
+@main.command()
+@click.argument("run_id", required=False)
+@click.option(
+    "--server",
+    "server_url",
+    envvar="STEPWATCH_SERVER",
+    default="http://127.0.0.1:7070",
+    show_default=True,
+    help="Collector URL (env STEPWATCH_SERVER).",
+)
+@click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between refreshes.",
+)
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+def top(
+    run_id: str | None, server_url: str, token: str | None, interval: float, once: bool
+) -> None:
+    """Live terminal view of RUN (default: the latest running one); q or Ctrl-C quits."""
+    from .top import TopError, watch
+
+    try:
+        watch(server_url, run_id, token=token, interval_s=interval, once=once)
+    except TopError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,220 @@
+"""Build a Snapshot of one run from the collector's HTTP API, a handful of requests a frame."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from ..wire import parse_value
+from ._alerts import alerts_from_api, open_alerts_from_events
+from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
+
+__all__ = ["TopClient", "TopError"]
+
+#: Recent history behind the loss sparkline and the pace (steps per second).
+RECENT_S = 120.0
+#: Window of the step-time quantiles and phase medians.
+STEP_WINDOW_S = 60.0
+#: Loss values kept for the sparkline.
+SPARK_POINTS = 20
+_GPU_FIELDS = {
+    "gpu.util_pct": "util_pct",
+    "gpu.mem_used_bytes": "mem_used_bytes",
+    "gpu.mem_total_bytes": "mem_total_bytes",
+    "gpu.temp_c": "temp_c",
+    "gpu.power_w": "power_w",
+    "gpu.power_limit_w": "power_limit_w",
+}
+_PHASES = {"data_s": "train.data_time_s", "compute_s": "train.compute_time_s"}
+_PHASES["comm_s"] = "train.comm_time_s"
+
+
+class TopError(Exception):
+    """Something the person running `stepwatch top` must fix: the address, the token, the run."""
+
+
+def _value(raw: Any) -> float:
+    return parse_value(raw, "a value the collector sent") if raw is not None else math.nan
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class TopClient:
+    """Reads one run's state from a collector; every OS boundary is an argument.
+
+    Args:
+        server: the collector's base URL.
+        token: bearer token, when the collector requires one.
+        transport: an httpx transport (tests and embedding); the network by default.
+        clock: wall-clock seconds, to date snapshots.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        timeout_s: float = 10.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=server.rstrip("/") + "/api/v1",
+            headers=headers,
+            transport=transport,
+            timeout=timeout_s,
+        )
+        self._server, self._clock = server, clock
+        self._alerts_api = True  # until the collector says it has none
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TopClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _response(self, path: str, params: dict[str, Any]) -> httpx.Response:
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TransportError as exc:
+            raise TopError(f"cannot reach the collector at {self._server}: {exc}") from None
+        if response.status_code == 401:
+            raise TopError(f"{self._server} needs a token: pass --token or set STEPWATCH_TOKEN")
+        return response
+
+    def _get(self, path: str, **params: Any) -> Any:
+        """GET a JSON answer; any error status is a TopError."""
+        return self._json(self._response(path, params))
+
+    @staticmethod
+    def _json(response: httpx.Response) -> Any:
+        if response.is_error:
+            where = response.request.url.path
+            raise TopError(f"GET {where}: HTTP {response.status_code} {response.text[:200]}")
+        return response.json()
+
+    def pick_run(self) -> str:
+        """The most recently started running run; the most recent run when none is running."""
+        runs = self._get("/runs")
+        if not runs:
+            raise TopError(f"{self._server} has no runs yet")
+        running = [r for r in runs if r.get("status") == "running"] or runs
+        return str(max(running, key=lambda r: r.get("start") or 0.0)["id"])
+
+    def snapshot(self, run_id: str) -> Snapshot:
+        """The run's state now: its record, its newest samples, recent history, open alerts."""
+        if self._response(f"/runs/{run_id}", {}).status_code == 404:
+            raise TopError(f"{self._server} has no run {run_id!r}")
+        run = self._get(f"/runs/{run_id}")
+        latest = self._get("/query/latest", run=run_id)
+        train = _newest_by_name(latest)
+        last_ts = max((float(r["ts"]) for r in latest), default=None)
+        steps_per_s, loss_recent = self._recent_loss(run_id, train.get("train.loss"))
+        return Snapshot(
+            run_id=run_id,
+            name=str(run.get("name") or run_id),
+            status=str(run.get("status") or ""),
+            taken_at=self._clock(),
+            planned_steps=run.get("planned_total_steps"),
+            step=max((int(r["step"]) for r in train.values() if r["step"] >= 0), default=None),
+            last_ts=last_ts,
+            steps_per_s=steps_per_s,
+            loss=_newest(train, "train.loss"),
+            lr=_newest(train, "train.lr"),
+            tokens_per_s=_newest(train, "train.tokens_per_s"),
+            loss_recent=loss_recent,
+            gpus=_gpus(latest),
+            step_times=self._step_times(run_id, last_ts),
+            alerts=self._alerts(run_id),
+        )
+
+    def _recent_loss(
+        self, run_id: str, newest: dict[str, Any] | None
+    ) -> tuple[float | None, tuple[float, ...]]:
+        """Steps per second and the loss values over the newest RECENT_S of the loss series."""
+        if newest is None:
+            return None, ()
+        labels = [f"{k}:{v}" for k, v in newest["labels"].items() if k != "run"]
+        found = self._get("/series", name="train.loss", run=run_id, label=labels)
+        if not found:
+            return None, ()
+        start = float(newest["ts"]) - RECENT_S
+        raw = self._get("/query/raw", series=found[0]["id"], start=start)
+        ts, steps = raw["ts"], raw["step"]
+        values = [_value(v) for v in raw["value"]]
+        every = max(1, math.ceil(len(values) / SPARK_POINTS))
+        spark = tuple(values[::-1][::every][::-1])
+        pace = None
+        if len(ts) > 1 and ts[-1] > ts[0] and steps[-1] > steps[0]:
+            pace = (steps[-1] - steps[0]) / (ts[-1] - ts[0])
+        return pace, spark
+
+    def _median(self, run_id: str, name: str, start: float, q: str) -> dict[str, float]:
+        """Quantiles ``q`` of a metric across ranks since ``start`` (the fullest bucket's)."""
+        groups = self._get("/query/percentiles", name=name, run=run_id, start=start, q=q, points=1)
+        buckets = [
+            (count, {key: _value(col[i]) for key, col in g["q"].items()})
+            for g in groups
+            for i, count in enumerate(g["count"])
+        ]
+        return max(buckets, key=lambda b: b[0])[1] if buckets else {}
+
+    def _step_times(self, run_id: str, last_ts: float | None) -> StepTimes:
+        if last_ts is None:
+            return StepTimes()
+        start = last_ts - STEP_WINDOW_S
+        step = self._median(run_id, "train.step_time_s", start, "0.5,0.99")
+        phases = {
+            field: _finite(self._median(run_id, name, start, "0.5").get("0.5"))
+            for field, name in _PHASES.items()
+        }
+        return StepTimes(_finite(step.get("0.5")), _finite(step.get("0.99")), **phases)
+
+    def _alerts(self, run_id: str) -> tuple[AlertRow, ...] | None:
+        """Open alerts from the alerts API, else from alert events; None when neither exists."""
+        if self._alerts_api:
+            response = self._response("/alerts", {"run": run_id, "state": "open"})
+            if response.status_code != 404:
+                return alerts_from_api(self._json(response))
+            self._alerts_api = False  # an older collector: ask for events from now on
+        response = self._response("/events", {"run": run_id, "kind": "alert"})
+        if response.status_code == 404:
+            return None
+        return open_alerts_from_events(self._json(response))
+
+
+def _newest(train: dict[str, dict[str, Any]], name: str) -> float | None:
+    """The newest finite value of a training metric; None when absent or not finite."""
+    return _finite(_value(train[name]["value"])) if name in train else None
+
+
+def _newest_by_name(latest: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The newest sample of each training metric, whichever rank logged it."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in latest:
+        name = row["name"]
+        if name.startswith("train.") and (name not in out or row["ts"] > out[name]["ts"]):
+            out[name] = row
+    return out
+
+
+def _gpus(latest: list[dict[str, Any]]) -> tuple[GpuRow, ...]:
+    """One row per (node, gpu) that reported, ordered by node then GPU index."""
+    fields: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for row in latest:
+        attr, labels = _GPU_FIELDS.get(row["name"]), row["labels"]
+        if attr is not None and "gpu" in labels:
+            fields[(labels.get("node", ""), labels["gpu"])][attr] = _value(row["value"])
+    order = sorted(fields, key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else 0, k[1]))
+    return tuple(GpuRow(node, gpu, **fields[(node, gpu)]) for node, gpu in order)

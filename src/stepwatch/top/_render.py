@@ -1,0 +1,194 @@
+"""Draw a Snapshot as a rich renderable: the run's header, its GPUs by node, its open alerts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
+
+__all__ = ["format_duration", "render", "sparkline"]
+
+_TICKS = "▁▂▃▄▅▆▇█"
+_BAR = 8
+_STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "killed": "yellow"}
+_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+GIB = 1024**3
+
+
+def sparkline(values: Sequence[float]) -> Text:
+    """One character per value, scaled between their finite min and max; NaN/Inf as a red ×."""
+    finite = [v for v in values if math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    out = Text()
+    for v in values:
+        if not math.isfinite(v):
+            out.append("×", style="red")
+        else:
+            level = 0 if hi == lo else round((v - lo) / (hi - lo) * (len(_TICKS) - 1))
+            out.append(_TICKS[level], style="cyan")
+    return out
+
+
+def format_duration(seconds: float) -> str:
+    """Two units at most: 45s, 4m 05s, 3h 12m, 2d 07h."""
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {s:02d}s" if minutes else f"{s}s"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _si(value: float | None) -> str:
+    if value is None:
+        return "–"
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f}{unit}"
+    return f"{value:.0f}"
+
+
+def _fraction_bar(fraction: float, style: str, width: int = _BAR) -> Text:
+    """A bar that reads without colour too: filled blocks, then shaded ones."""
+    if not math.isfinite(fraction):
+        return Text("·" * width, style="dim")
+    filled = round(min(1.0, max(0.0, fraction)) * width)
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+
+
+@dataclass(frozen=True, slots=True)
+class _WideBar:
+    """A fraction bar as wide as the space it is given."""
+
+    fraction: float
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield _fraction_bar(self.fraction, "green", options.max_width)
+
+
+def _progress_row(snap: Snapshot) -> Table:
+    row = Table.grid(padding=(0, 1), expand=True)
+    row.add_column(no_wrap=True)
+    row.add_column(ratio=1)
+    row.add_column(no_wrap=True, justify="right")
+    step = "–" if snap.step is None else f"{snap.step:,}"
+    planned = f" / {snap.planned_steps:,}" if snap.planned_steps else ""
+    progress = snap.progress
+    bar = _WideBar(math.nan if progress is None else progress)
+    eta = snap.eta_s
+    right = "–" if progress is None else f"{progress:.1%}"
+    if eta is not None:
+        right += f"  ETA {format_duration(eta)}"
+    row.add_row(Text.assemble("step ", (step, "bold"), planned), bar, right)
+    return row
+
+
+def _training_row(snap: Snapshot) -> Text:
+    loss = "–" if snap.loss is None else f"{snap.loss:.4f}"
+    lr = "–" if snap.lr is None else f"{snap.lr:.2e}"
+    pace = "" if snap.steps_per_s is None else f"  {snap.steps_per_s:.3g} steps/s"
+    return Text.assemble(
+        "loss ",
+        (loss, "bold"),
+        " ",
+        sparkline(snap.loss_recent),
+        f"  lr {lr}  {_si(snap.tokens_per_s)} tok/s{pace}",
+    )
+
+
+def _step_row(times: StepTimes) -> Text:
+    return Text.assemble(
+        "step p50 ",
+        (_seconds(times.p50_s), "bold"),
+        f" p99 {_seconds(times.p99_s)}",
+        (" · data ", "dim"),
+        _seconds(times.data_s),
+        (" · compute ", "dim"),
+        _seconds(times.compute_s),
+        (" · comm ", "dim"),
+        _seconds(times.comm_s),
+    )
+
+
+def _header(snap: Snapshot, now: float) -> Panel:
+    status = Text(snap.status or "?", style=_STATUS_STYLE.get(snap.status, ""))
+    title = Text.assemble((snap.name, "bold"), "  ", status)
+    age = (
+        "no data yet" if snap.last_ts is None else f"data {format_duration(now - snap.last_ts)} old"
+    )
+    body = Group(_progress_row(snap), _training_row(snap), _step_row(snap.step_times))
+    return Panel(body, title=title, title_align="left", subtitle=f"{snap.run_id} · {age}")
+
+
+def _gpu_cells(g: GpuRow) -> list[RenderableType]:
+    mem = g.mem_used_bytes / g.mem_total_bytes if g.mem_total_bytes else math.nan
+    power = g.power_w / g.power_limit_w if g.power_limit_w else math.nan
+    temp_style = "red" if g.temp_c >= 85 else "yellow" if g.temp_c >= 75 else ""
+    util = "–" if math.isnan(g.util_pct) else f"{g.util_pct:3.0f}%"
+    memory = "–" if math.isnan(g.mem_used_bytes) else f"{g.mem_used_bytes / GIB:.1f}"
+    if not math.isnan(g.mem_total_bytes):
+        memory += f"/{g.mem_total_bytes / GIB:.0f} GiB"
+    temp = "–" if math.isnan(g.temp_c) else f"{g.temp_c:.0f}°C"
+    watts = "–" if math.isnan(g.power_w) else f"{g.power_w:.0f} W"
+    return [
+        _fraction_bar(g.util_pct / 100, "green") + " " + util,
+        _fraction_bar(mem, "red" if mem >= 0.95 else "magenta") + " " + memory,
+        Text(temp, style=temp_style),
+        _fraction_bar(power, "yellow") + " " + watts,
+    ]
+
+
+def _gpu_table(gpus: Sequence[GpuRow]) -> RenderableType:
+    if not gpus:
+        return Text("no GPU readings for this run", style="dim")
+    table = Table(box=None, padding=(0, 1), header_style="bold", title_justify="left")
+    for name in ("node", "gpu", "util", "memory", "temp", "power"):
+        table.add_column(name, no_wrap=True)
+    shown_node = None
+    for g in gpus:
+        if shown_node is not None and g.node != shown_node:
+            table.add_section()
+        node = g.node if g.node != shown_node else ""
+        table.add_row(node, g.gpu, *_gpu_cells(g))
+        shown_node = g.node
+    return table
+
+
+def _alerts(alerts: Sequence[AlertRow] | None, now: float) -> RenderableType:
+    if alerts is None:
+        return Text("alerts: this collector offers none", style="dim")
+    if not alerts:
+        return Text("no open alerts", style="green")
+    table = Table(box=None, padding=(0, 1), header_style="bold")
+    for name in ("severity", "alert", "what", "since"):
+        table.add_column(name, no_wrap=name != "what")
+    for a in alerts:
+        where = " ".join(f"{k}={v}" for k, v in a.labels.items())
+        what = a.summary or where
+        since = "" if a.since is None else format_duration(now - a.since)
+        table.add_row(
+            Text(a.severity, style=_SEVERITY_STYLE.get(a.severity, "")), a.name, what, since
+        )
+    return Group(Text(f"{len(alerts)} open alerts", style="bold red"), table)
+
+
+def render(snap: Snapshot, now: float | None = None) -> RenderableType:
+    """The whole frame; ``now`` (wall-clock seconds) dates the ages shown (default: when taken)."""
+    at = snap.taken_at if now is None else now
+    return Group(_header(snap, at), _gpu_table(snap.gpus), Text(""), _alerts(snap.alerts, at))

@@ -1,0 +1,120 @@
+"""`stepwatch top` as a user runs it: a real process against a real collector."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from .conftest import PLANNED, STEPS, Pushed
+
+EXIT_TIMEOUT_S = 30.0
+
+
+def top(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPWATCH_")}
+    env["COLUMNS"] = "100"
+    return subprocess.run(
+        [sys.executable, "-m", "stepwatch.cli", "top", *args],
+        capture_output=True,
+        text=True,
+        timeout=EXIT_TIMEOUT_S,
+        env=env,
+        **kwargs,
+    )
+
+
+def test_once_prints_one_frame(pushed: Pushed) -> None:
+    done = top(pushed.run_id, "--server", pushed.url, "--once")
+    assert done.returncode == 0, done.stderr
+    assert pushed.name in done.stdout and f"step {STEPS - 1} / {PLANNED:,}" in done.stdout
+    assert "node0" in done.stdout and "node1" in done.stdout and "gpu_hot" in done.stdout
+
+
+def test_without_a_run_it_watches_the_latest_running_one(pushed: Pushed) -> None:
+    done = top("--server", pushed.url, "--once")
+    assert done.returncode == 0, done.stderr
+    assert pushed.run_id in done.stdout and "finished later" not in done.stdout
+
+
+def test_unknown_run_is_one_line_of_error(pushed: Pushed) -> None:
+    done = top("nope", "--server", pushed.url, "--once")
+    assert done.returncode == 1
+    assert "no run 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_token(collector_factory: Any) -> None:
+    collector = collector_factory(token="s3cret")
+    run = {"id": "tok-run", "name": "behind a token", "planned_total_steps": 10}
+    httpx.post(f"{collector.url}/api/v1/runs", json=run, headers=collector.headers)
+    refused = top("--server", collector.url, "--once")
+    assert refused.returncode == 1 and "needs a token" in refused.stderr
+    done = top("--server", collector.url, "--token", "s3cret", "--once")
+    assert done.returncode == 0, done.stderr
+    assert "behind a token" in done.stdout and "no open alerts" in done.stdout
+
+
+class Terminal:
+    """`stepwatch top` live in a pseudo-terminal, as a person at a keyboard sees it."""
+
+    def __init__(self, *args: str) -> None:
+        self.fd, child = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STEPWATCH_")}
+        env |= {"COLUMNS": "100", "LINES": "40", "TERM": "xterm-256color"}
+        cmd = [sys.executable, "-m", "stepwatch.cli", "top", *args]
+        self.proc = subprocess.Popen(cmd, stdin=child, stdout=child, stderr=child, env=env)
+        os.close(child)
+        self.seen = b""
+
+    def wait_for(self, text: str) -> None:
+        """Read the screen until ``text`` shows (or the process ends, or time runs out)."""
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        while text.encode() not in self.seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+        assert text.encode() in self.seen, self.seen.decode(errors="replace")[-2000:]
+
+    def exit_code(self) -> int:
+        """Wait for the process to end, then keep what it printed last."""
+        try:
+            return self.proc.wait(timeout=EXIT_TIMEOUT_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            while select.select([self.fd], [], [], 0)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                self.seen += chunk
+            os.close(self.fd)
+
+
+def test_q_quits_the_live_view(pushed: Pushed) -> None:
+    term = Terminal(pushed.run_id, "--server", pushed.url, "--interval", "0.5")
+    term.wait_for(pushed.name)
+    term.wait_for("q quits")
+    os.write(term.fd, b"q")
+    assert term.exit_code() == 0
+
+
+def test_ctrl_c_quits_cleanly(pushed: Pushed) -> None:
+    term = Terminal(pushed.run_id, "--server", pushed.url, "--interval", "0.5")
+    term.wait_for("q quits")
+    term.proc.send_signal(signal.SIGINT)
+    assert term.exit_code() == 0
+    assert b"Traceback" not in term.seen

@@ -1,0 +1,79 @@
+"""The frame drawn from a real snapshot shows the run, its progress, its GPUs and its alerts."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+from rich.console import Console
+
+from stepwatch.top import Snapshot, TopClient, format_duration, render, sparkline
+
+from .conftest import GPUS_PER_NODE, NODES, PLANNED, STEPS, Pushed
+
+
+def text_of(snap: Snapshot, width: int = 100) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width).print(render(snap))
+    return out.getvalue()
+
+
+def test_frame_of_a_running_run(pushed: Pushed) -> None:
+    with TopClient(pushed.url) as client:
+        text = text_of(client.snapshot(pushed.run_id))
+    assert pushed.name in text and pushed.run_id in text and "running" in text
+    assert f"step {STEPS - 1} / {PLANNED:,}" in text
+    assert f"{STEPS / PLANNED:.1%}" in text and "ETA 16m" in text  # 970 steps at 1 step/s
+    gpu_rows = [line for line in text.splitlines() if "GiB" in line]
+    assert len(gpu_rows) == len(NODES) * GPUS_PER_NODE
+    assert [line.split()[0] for line in gpu_rows[::GPUS_PER_NODE]] == list(NODES)
+    assert "1 open alerts" in text and "gpu_hot" in text and "GPU 1 on node1" in text
+    assert "loss_spike" not in text
+
+
+def test_frame_of_a_run_without_data(pushed: Pushed) -> None:
+    with TopClient(pushed.url) as client:
+        text = text_of(client.snapshot(pushed.idle_id))
+    assert "idle" in text and "no data yet" in text
+    assert "no GPU readings" in text and "no open alerts" in text
+
+
+def test_frame_fits_an_80_column_terminal(pushed: Pushed) -> None:
+    with TopClient(pushed.url) as client:
+        text = text_of(client.snapshot(pushed.run_id), width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "gpu_hot" in text
+
+
+def test_alerts_unavailable_is_not_no_alerts() -> None:
+    text = text_of(Snapshot("r", "r", "running", taken_at=0.0, alerts=None))
+    assert "no open alerts" not in text and "offers none" in text
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.0, 2.0, 3.0], "▁▅█"),
+        ([2.0, 2.0], "▁▁"),
+        ([1.0, math.nan, 3.0, math.inf], "▁×█×"),
+        ([], ""),
+    ],
+)
+def test_sparkline(values: list[float], expected: str) -> None:
+    assert sparkline(values).plain == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (0, "0s"),
+        (45.9, "45s"),
+        (245, "4m 05s"),
+        (3 * 3600 + 12 * 60, "3h 12m"),
+        (2 * 86400 + 7 * 3600, "2d 07h"),
+        (-5, "0s"),
+    ],
+)
+def test_format_duration(seconds: float, expected: str) -> None:
+    assert format_duration(seconds) == expected
