@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepwatch.detect._base import Detector, Verdict, decayed_cumsum
-from stepwatch.detect._detector_trend import Plateau, TrendSlope
+from stepwatch.detect._detector_trend import Plateau, Rise, TrendSlope
 from stepwatch.detect._detectors import Cusum, HoldFor, NonFinite, RobustZ, Threshold
 
 N = 600
@@ -47,6 +47,7 @@ DETECTORS: dict[str, Callable[[], Detector]] = {
     "cusum": Cusum,
     "trend": lambda: TrendSlope(halflife_s=600.0, threshold_pct_per_h=20.0),
     "plateau": lambda: Plateau(window=100),
+    "rise": lambda: Rise(halflife=10.0, window=100),
 }
 
 # Known answers: the exact anomalous samples, or the first one of a lasting alarm.
@@ -61,6 +62,8 @@ FIRST: dict[tuple[str, str], int] = {
     ("cusum", "step"): 302,
     ("trend", "ramp"): 30,  # the first sample after warm-up (half a half-life)
     ("trend", "spike"): 300,  # least squares is not robust: a rule holds it for a while
+    ("rise", "spike"): 300,  # so is a smoothed level: a rule holds it for a while
+    ("rise", "step"): 301,  # doubling lifts a 10-sample EWMA 10 % within two samples
 }
 QUIET = {"constant", "noise", "nonfinite", "spike"}
 
@@ -268,14 +271,43 @@ def test_trend_slope_recovers_a_known_line_and_time_to_target() -> None:
     )
 
 
-def test_plateau_fires_on_a_stall_but_not_on_a_power_law() -> None:
-    steps = np.arange(1.0, 6001.0)
-    ts = steps.copy()
-    power_law = 2.0 + 8.0 * steps**-0.5
-    assert not Plateau().update(ts, power_law).anomalous.any()
-    stalled = np.where(steps < 2000, power_law, power_law[1999])
-    hits = np.flatnonzero(Plateau().update(ts, stalled).anomalous)
-    assert hits.size and 2000 <= hits[0] < 3000
+@pytest.mark.parametrize("noise", [0.005, 0.01])
+@pytest.mark.parametrize("offset", [10.0, 1000.0])  # a young run, and one resumed later
+def test_plateau_fires_on_a_stall_but_not_on_the_ordinary_slow_down(
+    noise: float, offset: float
+) -> None:
+    steps = np.arange(8000.0)
+    rng = np.random.default_rng(7)
+    base = 2.0 + 8.0 * (steps + offset) ** -0.4
+    jitter = 1 + noise * rng.standard_t(4, steps.size)  # heavy-tailed, like a training loss
+    assert not Plateau().update(steps, base * jitter).anomalous.any()
+    stalled = np.where(steps < 4000, base, base[4000]) * jitter
+    hits = np.flatnonzero(Plateau().update(steps, stalled).anomalous)
+    assert hits.size and 4000 <= hits[0] < 5000
+
+
+def test_rise_measures_the_smoothed_value_above_its_recent_best() -> None:
+    steps = np.arange(3000.0)
+    loss = 2.0 + 8.0 * (steps + 10) ** -0.4  # falling: never above its best
+    assert not Rise().update(steps, loss).anomalous.any()
+    diverging = loss.copy()
+    diverging[2000:] *= 1 + 0.002 * np.arange(1000)  # +0.2 % a step from step 2000
+    verdict = Rise().update(steps, diverging)
+    first = int(np.flatnonzero(verdict.anomalous)[0])
+    assert 2050 <= first <= 2200  # 10 % up, after the EWMA's lag of about 70 steps
+    raw = diverging[-1] / loss[2000] - 1  # the smoothed value lags the last one a little
+    assert 0.85 * raw < verdict.score[-1] < raw
+    forgotten = np.r_[loss[:2000], np.full(2500, loss[1999] * 1.2)]  # a new level, for good
+    assert not Rise(window=1000).update(np.arange(4500.0), forgotten).anomalous[-1]
+
+
+def test_a_spike_is_not_a_plateau() -> None:
+    steps = np.arange(6000.0)
+    loss = (2.0 + 8.0 * (steps + 10) ** -0.4) * (
+        1 + 0.015 * np.random.default_rng(3).normal(size=steps.size)
+    )
+    loss[5000:5040] *= 3.0  # a spike at the end of the recent window lifts its line
+    assert not Plateau().update(steps, loss).anomalous.any()
 
 
 def test_cusum_skips_non_positive_values() -> None:
@@ -299,6 +331,8 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: HoldFor(for_s=-1.0),
         lambda: TrendSlope(halflife_s=0.0),
         lambda: Plateau(ratio=1.5),
+        lambda: Plateau(history=0),
+        lambda: Rise(rise=0.0),
     ],
 )
 def test_bad_parameters_are_rejected(make: Callable[[], Detector]) -> None:

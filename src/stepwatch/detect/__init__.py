@@ -4,14 +4,17 @@ lifecycle, silences and inhibition, and reading recorded runs for replay."""
 from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict
-from ._detector_trend import Plateau, TrendSlope, TrendVerdict
+from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._lifecycle import AlertState, Lifecycle, Transition
+from ._live import LiveDetector, LiveStats, ReloadOutcome
+from ._live_alert import ALERT_EVENT, LiveAlert, alert_id
 from ._peers import PeerComparison, PeerVerdict
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._registry import DETECTORS
 from ._replay import builtin_rules, replay, to_record
+from ._rule_files import RuleFiles
 from ._rule_tests import RuleTestResult, run_rule_tests
 from ._rules import (
     SEVERITIES,
@@ -24,15 +27,19 @@ from ._rules import (
     load_rules,
     parse_rules,
 )
+from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
 from ._templates import check_template, render
 
 __all__ = [
+    "ALERT_EVENT",
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
     "LOG_REPEAT_S",
     "MAD_SCALE",
     "SEVERITIES",
+    "SILENCE_EVENT",
+    "SILENCE_EXPIRED_EVENT",
     "Absence",
     "AbsenceFinding",
     "Alert",
@@ -48,6 +55,9 @@ __all__ = [
     "HoldFor",
     "Inhibition",
     "Lifecycle",
+    "LiveAlert",
+    "LiveDetector",
+    "LiveStats",
     "LogMatch",
     "Matcher",
     "NonFinite",
@@ -56,18 +66,24 @@ __all__ = [
     "Plateau",
     "RecordingError",
     "RecordingInfo",
+    "Rise",
+    "ReloadOutcome",
     "RobustZ",
     "Rule",
     "RuleError",
+    "RuleFiles",
     "RuleSet",
     "RuleTestResult",
     "Signal",
     "Silence",
+    "SilenceBook",
+    "SilenceEntry",
     "Threshold",
     "Transition",
     "TrendSlope",
     "TrendVerdict",
     "Verdict",
+    "alert_id",
     "builtin_rules",
     "check_template",
     "describe",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -16,8 +17,10 @@ from stepwatch.detect._base import (
     decayed_cumsum,
     directed,
 )
+from stepwatch.detect._detectors import RobustZ
 
 HOUR_S = 3600.0
+_FLAT = 1e-9  # a relative fall this small is none, even where a noise-free fit has no error
 
 
 @dataclass(frozen=True)
@@ -114,54 +117,129 @@ def _recentred(sums: Floats, shift: float) -> Floats:
 
 
 class Plateau(Detector):
-    """A falling series (a loss) whose fall all but stops, relative to its own recent fall.
+    """A falling series (a loss) whose fall stops, judged against its own recent fall.
 
-    Progress is the lowest EWMA-smoothed value so far (``halflife`` samples), so a spike and its
-    recovery are not progress; its relative fall over the last ``window`` samples is compared
-    with the fall over the window before. Score is that ratio; anomalous when
-    the earlier fall was significant (>= ``min_fall``) and the ratio is <= ``ratio``. The ordinary
-    slow-down of a long run keeps the ratio near 1. Smoothed values count once the EWMA has seen
-    two half-lives of samples. State: a ring of 2 x ``window`` values.
+    Least-squares lines are fitted to the last ``window`` samples and to the ``history``
+    windows before them; falls are relative to each stretch's mean and per window. Anomalous
+    when the earlier fall was real (at least ``min_fall``, and ``significance`` standard errors
+    of either fit, so that a stop can show through the noise) while the recent fall plus one
+    standard error is at most ``ratio`` of it. The ordinary slow-down of training keeps
+    falling measurably, so it is not a plateau however young or old the run; outliers (robust
+    z beyond 4: a spike) are left out of the fits. Score: recent / earlier fall. State: a ring
+    of (1 + ``history``) x ``window`` values and weights.
     """
 
-    _state_keys = ("sums", "ring", "count")
+    _state_keys = ("ring", "count")
 
     def __init__(
         self,
         window: int = 1000,
-        halflife: float | None = None,
-        ratio: float = 0.1,
-        min_fall: float = 0.02,
+        history: int = 2,
+        ratio: float = 0.25,
+        min_fall: float = 0.005,
+        significance: float = 4.0,
     ) -> None:
         super().__init__()
-        if window < 2 or not 0 < ratio < 1 or min_fall <= 0:
-            raise ValueError("window must be >= 2, 0 < ratio < 1 and min_fall > 0")
-        self.window, self.ratio, self.min_fall = int(window), float(ratio), float(min_fall)
-        halflife = window / 10 if halflife is None else halflife
+        if window < 10 or history < 1 or not 0 < ratio < 1:
+            raise ValueError("need window >= 10, history >= 1 and 0 < ratio < 1")
+        if min_fall <= 0 or significance <= 0:
+            raise ValueError("min_fall and significance must be > 0")
+        self.window, self.history = int(window), int(history)
+        self.ratio, self.min_fall = float(ratio), float(min_fall)
+        self.significance = float(significance)
+        self._outliers = RobustZ(z=4.0, halflife=window / 10, direction="both")
+        self._span = (1 + self.history) * self.window
+        self.ring = np.zeros((2, self._span))  # values, weights (0: outlier or not yet seen)
+        self.count = 0
+
+    def _score(self, ts: Floats, value: Floats) -> Verdict:
+        inlier = ~self._outliers.update(ts, value).anomalous
+        y = np.concatenate([self.ring[0], np.where(inlier, value, 0.0)])
+        w = np.concatenate([self.ring[1], inlier.astype(np.float64)])
+        self.ring = np.vstack([y, w])[:, -self._span :].copy()
+        ends = self._span + np.arange(value.size)  # index of each new sample in y
+        recent, recent_se = _window_fall(y, w, ends, self.window)
+        earlier, earlier_se = _window_fall(y, w, ends - self.window, self.history * self.window)
+        earlier, earlier_se = earlier / self.history, earlier_se / self.history  # per window
+        full = self.count + np.arange(1, value.size + 1) >= self._span
+        self.count += value.size
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(full & (earlier > 0), recent / earlier, np.nan)
+            # real, and large enough against the recent window's noise that a stop can show
+            real = (earlier >= self.min_fall) & (
+                earlier >= self.significance * np.maximum(earlier_se, recent_se)
+            )
+            # confidently small next to the earlier fall, and no longer a measurable fall at all
+            stopped = (recent + recent_se <= self.ratio * earlier) & (
+                recent <= self.significance / 2 * recent_se + _FLAT
+            )
+        return Verdict(score, full & real & stopped)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "outliers": self._outliers.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self._outliers.load_state_dict(state.pop("outliers"))
+        super().load_state_dict(state)
+
+
+def _window_fall(y: Floats, w: Floats, ends: np.ndarray, n: int) -> tuple[Floats, Floats]:
+    """Relative fall of the weighted least-squares line over ``(end - n, end]`` of ``y`` for
+    each end, and its standard error; NaN where fewer than half the samples count."""
+    x = np.arange(y.size, dtype=np.float64) - y.size / 2
+    sums = np.cumsum(np.vstack([w, w * x, w * x * x, w * y, w * x * y, w * y * y]), axis=1)
+    sums = np.hstack([np.zeros((6, 1)), sums])
+    k, sx, sxx, sy, sxy, syy = sums[:, ends + 1] - sums[:, ends + 1 - n]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xx = sxx - sx * sx / k
+        slope = (sxy - sx * sy / k) / xx
+        residual = np.maximum(syy - sy * sy / k - slope * slope * xx, 0.0) / (k - 2)
+        level = np.abs(sy / k)
+        fall = -slope * n / level
+        se = np.sqrt(residual / xx) * n / level
+    enough = k >= n / 2
+    return np.where(enough, fall, np.nan), np.where(enough, se, np.nan)
+
+
+class Rise(Detector):
+    """A smoothed series standing well above its own recent best: a loss that diverges.
+
+    The series is smoothed by an EWMA over ``halflife`` samples (counted after two half-lives);
+    score is how far the smoothed value is above the lowest smoothed value of the last
+    ``window`` samples, relative to it; anomalous from ``rise`` (0.1 = 10 %). A transient
+    spike lifts it briefly, a divergence for good: hold it with the rule's ``for``. State: a
+    ring of ``window`` smoothed values.
+    """
+
+    _state_keys = ("sums", "ring", "count")
+
+    def __init__(self, rise: float = 0.1, halflife: float = 50.0, window: int = 1000) -> None:
+        super().__init__()
+        if rise <= 0 or halflife <= 0 or window < 2:
+            raise ValueError("rise and halflife must be > 0 and window >= 2")
+        self.rise, self.window = float(rise), int(window)
         self._log_decay = -math.log(2.0) / halflife
         self._warmup = math.ceil(2 * halflife)
         self.sums = np.zeros(2)
+        self.ring = np.full(self.window - 1, np.inf)
         self.count = 0
-        self.ring = np.full(2 * self.window, np.nan)
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
-        ones = np.ones(value.shape)
+        if not value.size:
+            return Verdict(np.empty(0), np.empty(0, dtype=bool))
         both = decayed_cumsum(
-            np.vstack([value, ones]), np.full(value.shape, self._log_decay), self.sums
+            np.vstack([value, np.ones(value.shape)]),
+            np.full(value.shape, self._log_decay),
+            self.sums,
         )
         seen = self.count + np.arange(1, value.size + 1)
-        smooth = np.where(seen >= self._warmup, both[0] / both[1], np.nan)
+        smooth = np.where(seen >= self._warmup, both[0] / both[1], np.inf)
         self.count += value.size
-        if value.size:
-            self.sums = both[:, -1].copy()
-        best = np.fmin.accumulate(np.concatenate([self.ring[-1:], smooth]))[1:]
-        history = np.concatenate([self.ring, best])
-        now = history[2 * self.window :]
-        mid = history[self.window : self.window + value.size]
-        old = history[: value.size]
+        self.sums = both[:, -1].copy()
+        history = np.concatenate([self.ring, smooth])
+        best = np.lib.stride_tricks.sliding_window_view(history, self.window).min(axis=1)
+        self.ring = history[-(self.window - 1) :].copy()
         with np.errstate(divide="ignore", invalid="ignore"):
-            earlier = (old - mid) / np.abs(old)
-            recent = (mid - now) / np.abs(mid)
-            score = np.where(earlier > 0, recent / earlier, np.nan)
-        self.ring = history[-2 * self.window :].copy()
-        return Verdict(score, (earlier >= self.min_fall) & (score <= self.ratio))
+            score = np.where(np.isfinite(smooth), smooth / np.abs(best) - 1.0, np.nan)
+        return Verdict(score, score >= self.rise)

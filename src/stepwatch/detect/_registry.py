@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._absence import Absence
-from ._detector_trend import Plateau, TrendSlope
+from ._detector_trend import Plateau, Rise, TrendSlope
 from ._detectors import Cusum, NonFinite, RobustZ
 from ._peers import PeerComparison
 
@@ -23,6 +23,7 @@ DETECTORS: dict[str, Callable[..., Any]] = {
     "cusum": Cusum,
     "trend": TrendSlope,
     "plateau": Plateau,
+    "rise": Rise,
     "peers": PeerComparison,
     "absence": Absence,
 }
