@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -23,8 +23,10 @@ from playwright.sync_api import (
     Browser,
     ConsoleMessage,
     Error,
+    Locator,
     Page,
     ViewportSize,
+    expect,
     sync_playwright,
 )
 
@@ -32,6 +34,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 READY_TIMEOUT_S = 90.0
+EXPECT_TIMEOUT_MS = 15_000
+ACTION_TIMEOUT_MS = 30_000
 STOP_TIMEOUT_S = 30.0
 #: Steps the demo must have stored before the dashboard is worth looking at.
 MIN_STEPS = 20
@@ -129,6 +133,7 @@ def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless, through Playwright (its driver ships with the package)."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is not installed: run scripts/system-deps")
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)  # a loaded test machine draws slowly
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
@@ -152,6 +157,7 @@ def page(
 ) -> Iterator[Page]:
     """A fresh page in its own context; screenshotted at teardown, pass or fail."""
     context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
     tab = context.new_page()
     tab.on("console", lambda msg: _on_console(msg, page_errors))
     tab.on("pageerror", lambda exc: page_errors.append(f"uncaught {exc.name}: {exc.message}"))
@@ -160,6 +166,35 @@ def page(
     finally:
         _screenshot(tab, request)
         context.close()
+
+
+@dataclass
+class Dashboard:
+    """The dashboard of a collector in ``page``: views by hash route (``#/VIEW?run=ID``), with
+    ``data-view`` roots and ``data-chart`` panels that say ``data-ready="1"`` once drawn."""
+
+    page: Page
+    url: str
+
+    def open(self, view: str, **params: str) -> Locator:
+        """Go to a view; its root element (``[data-view=VIEW]``)."""
+        query = f"?{urlencode(params)}" if params else ""
+        self.page.goto(f"{self.url}/#/{view}{query}")
+        return self.page.locator(f'[data-view="{view}"]')
+
+    def chart(self, name: str, min_points: int = 1) -> Locator:
+        """The chart ``name`` once drawn with at least ``min_points`` points."""
+        chart = self.page.locator(f'[data-chart="{name}"][data-ready="1"]')
+        expect(chart).to_have_count(1)
+        points = int(chart.get_attribute("data-points") or 0)
+        assert points >= min_points, f"chart {name} drew {points} points"
+        return chart
+
+
+@pytest.fixture
+def dashboard(page: Page, live_demo: LiveDemo) -> Dashboard:
+    """The live demo's dashboard in a fresh page."""
+    return Dashboard(page, live_demo.url)
 
 
 def _on_console(message: ConsoleMessage, errors: list[str]) -> None:

@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from .conftest import LiveDemo
+from .conftest import Dashboard, LiveDemo
 
 
 def test_page_lists_the_live_run(page: Page, live_demo: LiveDemo) -> None:
@@ -14,6 +14,11 @@ def test_page_lists_the_live_run(page: Page, live_demo: LiveDemo) -> None:
     page.goto(f"{live_demo.url}/")
     expect(page).to_have_title(re.compile("stepwatch"))
     expect(page.locator("body")).to_contain_text(run["name"])
+
+
+def test_runs_route_lists_the_live_run(dashboard: Dashboard, live_demo: LiveDemo) -> None:
+    dashboard.open("runs")
+    expect(dashboard.page.locator("body")).to_contain_text(live_demo.run()["name"])
 
 
 def test_console_errors_are_collected(page: Page, page_errors: list[str]) -> None:
