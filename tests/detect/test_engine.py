@@ -206,3 +206,46 @@ groups:
         ("pending", 3.0, "0", 0.95),
         ("firing", 3.0, "0", 0.95),
     ]
+
+
+DEDUP_RULES = """\
+groups:
+  - name: g
+    rules:
+      - alert: nan_loss
+        kind: nonfinite
+        signal: {metric: loss}
+        detector: nonfinite
+      - alert: nan_grad
+        kind: nonfinite
+        signal: {metric: grad_norm}
+        detector: nonfinite
+      - alert: slow_data
+        kind: dataloader_bottleneck
+        signal: {metric: data_s, by: [node]}
+        threshold: "> 1"
+"""
+
+
+def test_one_alert_per_kind_and_entity_opened_by_the_first_closed_by_the_last() -> None:
+    engine = Engine(parse_rules(DEDUP_RULES, "rules.yaml", DETECTORS))
+    run = {"run": "r"}
+    rank = [{"run": "r", "node": "n1", "rank": str(r)} for r in (8, 9)]
+    rows = [
+        ("loss", run, 1.0, np.nan), ("grad_norm", run, 1.0, np.inf),  # two rules, one kind
+        ("data_s", rank[0], 1.0, 2.0), ("data_s", rank[1], 1.0, 0.1),
+        ("data_s", rank[0], 2.0, 2.0), ("data_s", rank[1], 2.0, 2.0),  # both ranks of n1
+        ("data_s", rank[0], 3.0, 0.1), ("data_s", rank[1], 3.0, 2.0),  # rank 8 recovers first
+        ("data_s", rank[0], 4.0, 0.1), ("data_s", rank[1], 4.0, 0.1),
+    ]  # fmt: skip
+    got = [
+        (a.kind, a.state, a.ts, a.labels)
+        for a in engine.process(_batch(rows))
+        if a.state != "pending"
+    ]
+    node = {"run": "r", "node": "n1"}
+    assert sorted(got, key=str) == [
+        ("dataloader_bottleneck", "firing", 1.0, node),
+        ("dataloader_bottleneck", "resolved", 4.0, node),
+        ("nonfinite", "firing", 1.0, run),
+    ]

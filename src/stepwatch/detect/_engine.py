@@ -18,6 +18,7 @@ import numpy as np
 from ..model import Event, SampleBatch, SeriesKey
 from ._absence import Absence, AbsenceFinding
 from ._base import Detector
+from ._dedup import Dedup
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._registry import DETECTORS
 from ._rules import Comparison, LogMatch, Rule, RuleSet, across_members
@@ -199,6 +200,7 @@ class Engine:
         self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int] | _AsOf]] = {}
         self._divisors: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _AsOf] = {}
         self._groups: dict[tuple[tuple[str, str], str | None], _Group] = {}
+        self._dedup = Dedup()
         self.samples = 0
 
     def _divisor(self, rule: Rule, labels: Mapping[str, str]) -> _AsOf:
@@ -265,6 +267,8 @@ class Engine:
                 divisor.keep_last()
         for group in touched.values():
             alerts += group.flush()
+        alerts.sort(key=lambda a: a.ts)
+        alerts = self._dedup.admit(alerts)  # log alerts are one-off: they repeat on their own terms
         alerts += self._logs(batch.events)
         alerts.sort(key=lambda a: a.ts)
         return alerts
