@@ -15,11 +15,13 @@ from starlette.concurrency import run_in_threadpool
 from .. import __version__
 from ..store import Store
 from ._auth import Auth
+from ._dashboard import dashboard_router
 from ._errors import install_error_handlers
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
 from ._query import query_router
 from ._runs import runs_router
+from ._stream import StreamHub, stream_router
 from ._writer import GroupWriter
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "UI_DIR", "create_app"]
@@ -70,13 +72,17 @@ def create_app(
         compact_interval_s: how often the writer compacts the store while data arrives.
     """
     writer = GroupWriter(store, compact_interval_s=compact_interval_s)
+    streams = StreamHub()
+    writer.on_commit.append(streams.publish)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         writer.start()
+        streams.open()
         try:
             yield
         finally:
+            streams.close()
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
 
     app = FastAPI(
@@ -87,8 +93,11 @@ def create_app(
         default_response_class=JSON,
     )
     install_error_handlers(app)
+    app.state.streams = streams  # the server closes them first when it stops
     app.include_router(_probes(writer))
     app.include_router(ingest_router(writer, max_body_bytes, clock))
+    app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
+    app.include_router(stream_router(streams))
     app.include_router(runs_router(store, clock))
     app.include_router(query_router(store))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")

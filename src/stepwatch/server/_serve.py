@@ -79,6 +79,7 @@ class ServerThread:
             self._store.close()
             raise
         app = create_app(self._store, auth=self._auth, max_body_bytes=self._max_body_bytes)
+        self._streams = app.state.streams
         config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
         self._server = server = _Uvicorn(config, self._listening)
         self._thread = threading.Thread(
@@ -102,6 +103,7 @@ class ServerThread:
         """Ask the server to shut down (safe from a signal handler); ``stop`` waits for it."""
         if self._server is not None:
             self._server.should_exit = True
+            self._streams.close()  # open event streams would hold the shutdown up
 
     def join(self) -> None:
         """Wait until the server has shut down."""

@@ -14,12 +14,14 @@ import duckdb
 import numpy as np
 
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from . import _compact, _percentiles, _query, _runs
+from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary
 from ._catalogue import Catalogue, SeriesInfo
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
+from ._logs import LogFilter
 from ._plan import plan
 from ._schema import ensure_schema
+from ._summary import RunSummary
 
 #: apply() compacts by itself once this many rows wait past the watermark.
 AUTO_COMPACT_ROWS = 1_000_000
@@ -216,6 +218,21 @@ class Store:
         with self._txn() as cur:
             return _runs.events(cur, run, kind, start, end, limit)
 
+    def logs(self, **where: Any) -> list[Event]:
+        """The newest log events passing the filter (``LogFilter``'s fields), oldest first."""
+        chosen = LogFilter(**where)
+        with self._txn() as cur:
+            return _logs.logs(cur, chosen)
+
+    def run_summaries(
+        self, project: str | None = None, status: str | None = None
+    ) -> list[RunSummary]:
+        """Runs as ``list_runs`` orders them, each with its progress, pace, ETA and open alerts."""
+        cat = self._cat
+        with self._snapshot() as (cur, watermark):
+            runs = _runs.list_runs(cur, project, status)
+            return _summary.summaries(cur, cat, runs, watermark)
+
     # ---- series queries -----------------------------------------------------------------
 
     def series(
@@ -247,6 +264,25 @@ class Store:
         """
         with self._snapshot() as (cur, watermark):
             return _query.downsample(cur, series_id, plan(start, end, points), watermark)
+
+    def downsample_many(
+        self,
+        name: str | None,
+        match: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        points: int,
+    ) -> list[tuple[SeriesInfo, dict[str, np.ndarray]]]:
+        """``downsample`` of every matching series in one query, plus each bucket's last "step".
+
+        Series without samples in the range are left out.
+        """
+        chosen = self._cat.select(name, match)
+        with self._snapshot() as (cur, watermark):
+            got = _multi.downsample_many(
+                cur, [i.id for i in chosen], plan(start, end, points), watermark
+            )
+        return [(info, got[info.id]) for info in chosen if info.id in got]
 
     def percentiles(
         self,

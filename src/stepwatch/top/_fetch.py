@@ -30,8 +30,11 @@ _GPU_FIELDS = {
     "gpu.power_w": "power_w",
     "gpu.power_limit_w": "power_limit_w",
 }
-_PHASES = {"data_s": "train.data_time_s", "compute_s": "train.compute_time_s"}
-_PHASES["comm_s"] = "train.comm_time_s"
+_PHASES = {
+    "data_s": "train.data_time_s",
+    "compute_s": "train.compute_time_s",
+    "comm_s": "train.comm_time_s",
+}
 
 
 class TopError(Exception):
@@ -114,9 +117,10 @@ class TopClient:
 
     def snapshot(self, run_id: str) -> Snapshot:
         """The run's state now: its record, its newest samples, recent history, open alerts."""
-        if self._response(f"/runs/{run_id}", {}).status_code == 404:
+        response = self._response(f"/runs/{run_id}", {})
+        if response.status_code == 404:
             raise TopError(f"{self._server} has no run {run_id!r}")
-        run = self._get(f"/runs/{run_id}")
+        run = self._json(response)
         latest = self._get("/query/latest", run=run_id)
         train = _newest_by_name(latest)
         last_ts = max((float(r["ts"]) for r in latest), default=None)

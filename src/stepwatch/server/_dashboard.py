@@ -1,0 +1,125 @@
+"""What the dashboard needs beyond the query API: run summaries, log search, many-series charts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from ..model import NO_STEP
+from ..store import Store
+from ._errors import ApiError
+from ._jsonio import JSON, clean, column
+from ._params import label_match, metric_name, time_range
+from ._params import points as check_points
+
+__all__ = ["dashboard_router"]
+
+Labels = Annotated[list[str] | None, Query(description="label filter key:value, repeatable")]
+#: Log levels the tailer detects, lower case.
+LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _summary_json(s: Any) -> dict[str, Any]:
+    return clean(
+        {
+            **s.run.as_dict(),
+            "last_ts": s.last_ts,
+            "step": s.step,
+            "progress": s.progress,
+            "steps_per_s": s.steps_per_s,
+            "eta_s": s.eta_s,
+            "loss": s.loss,
+            "tokens_per_s": s.tokens_per_s,
+            "open_alerts": s.open_alerts,
+        }
+    )
+
+
+class _Dashboard:
+    """The routes over one store; each method is one route (FastAPI reads its parameters)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def summary(
+        self, run: str | None = None, project: str | None = None, status: str | None = None
+    ) -> JSON:
+        """Every run (or one) with progress, steps/s, ETA, loss, tokens/s, last update, alerts."""
+        found = self.store.run_summaries(project=project, status=status)
+        if run is not None:
+            found = [s for s in found if s.run.id == run]
+        return JSON([_summary_json(s) for s in found])
+
+    def logs(
+        self,
+        run: str | None = None,
+        q: str | None = None,
+        node: str | None = None,
+        rank: str | None = None,
+        level: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+    ) -> JSON:
+        """The newest ``limit`` log lines holding ``q`` and passing the filters, oldest first."""
+        time_range(start, end)
+        if level is not None and level.lower() not in LEVELS:
+            raise ApiError(400, f"level must be one of {', '.join(LEVELS)}")
+        found = self.store.logs(
+            run=run,
+            text=q or None,
+            node=node,
+            rank=rank,
+            level=level,
+            start=start,
+            end=end,
+            limit=limit,
+        )
+        return JSON([clean(e.as_dict()) for e in found])
+
+    def multi(
+        self,
+        start: float,
+        end: float,
+        name: str | None = None,
+        run: str | None = None,
+        label: Labels = None,
+        points: int = 300,
+    ) -> JSON:
+        """Min/max/last/step/count per bucket of every matching series, in one query."""
+        time_range(start, end)
+        n = check_points(points)
+        found = self.store.downsample_many(
+            metric_name(name), label_match(run, label), start, end, n
+        )
+        return JSON(
+            {
+                "start": start,
+                "end": end,
+                "series": [
+                    {
+                        "id": info.id,
+                        "name": info.key.name,
+                        "labels": dict(info.key.labels),
+                        "ts": column(data["ts"]),
+                        "min": column(data["min"]),
+                        "max": column(data["max"]),
+                        "last": column(data["last"]),
+                        "step": [None if s == NO_STEP else s for s in data["step"].tolist()],
+                        "count": column(data["count"]),
+                    }
+                    for info, data in found
+                ],
+            }
+        )
+
+
+def dashboard_router(store: Store) -> APIRouter:
+    """The dashboard's routes; include it before the runs router (``/runs/summary``)."""
+    dash = _Dashboard(store)
+    router = APIRouter(prefix="/api/v1")
+    router.add_api_route("/runs/summary", dash.summary, methods=["GET"])
+    router.add_api_route("/logs", dash.logs, methods=["GET"])
+    router.add_api_route("/query/multi", dash.multi, methods=["GET"])
+    return router

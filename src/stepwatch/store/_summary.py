@@ -1,0 +1,164 @@
+"""One line per run for the runs list: progress, pace, ETA, latest loss and throughput, alerts.
+
+Everything comes from the newest sample of each series (tier rows plus the
+uncompacted tail), one short window of raw samples for the step rate, and the
+alert events; never a scan of a run's whole history.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from ..model import NO_STEP, Run, RunStatus
+from . import _query
+from ._catalogue import Catalogue
+
+#: The step rate is measured over this much of the newest data.
+RATE_WINDOW_S = 300.0
+#: Alert states that count as open (the lifecycle's names; anything but resolved).
+CLOSED_STATES = ("resolved", "inactive")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What the runs list shows of one run; None where the run has no such data yet."""
+
+    run: Run
+    last_ts: float | None = None
+    step: int | None = None
+    steps_per_s: float | None = None
+    eta_s: float | None = None
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    open_alerts: int = 0
+
+    @property
+    def progress(self) -> float | None:
+        """Fraction of the planned steps done (steps count from 0)."""
+        planned = self.run.planned_total_steps
+        if not planned or self.step is None:
+            return None
+        return min(1.0, (self.step + 1) / planned)
+
+
+@dataclass(slots=True)
+class _Latest:
+    last_ts: float | None = None
+    step: int | None = None
+    pace_series: int | None = None
+    values: dict[str, tuple[float, int, float]] | None = None  # name -> (ts, -id, value)
+
+
+def _latest(
+    cur: duckdb.DuckDBPyConnection, cat: Catalogue, run_ids: set[str], watermark: int
+) -> dict[str, _Latest]:
+    """Per run: newest ts, highest step (and the series that reached it), newest loss/tokens."""
+    run_of = {sid: key.label("run") for sid, key in cat.keys.items()}
+    ids = [sid for sid, run in run_of.items() if run in run_ids]
+    out = {r: _Latest(values={}) for r in run_ids}
+    for sid, ts, step, value in _query.latest(cur, ids, watermark):
+        acc = out[str(run_of[sid])]
+        assert acc.values is not None
+        acc.last_ts = ts if acc.last_ts is None else max(acc.last_ts, ts)
+        if step != NO_STEP and (acc.step is None or step > acc.step):
+            acc.step, acc.pace_series = step, sid
+        name = cat.keys[sid].name
+        if name in ("train.loss", "train.tokens_per_s"):
+            mine = (ts, -sid, value)
+            if name not in acc.values or mine > acc.values[name]:
+                acc.values[name] = mine
+    return out
+
+
+def _rates(cur: duckdb.DuckDBPyConnection, latest: dict[str, _Latest]) -> dict[str, float]:
+    """Steps per second of each run over its newest RATE_WINDOW_S, from its pace series."""
+    chosen = {
+        r: (acc.pace_series, acc.last_ts)
+        for r, acc in latest.items()
+        if acc.pace_series is not None and acc.last_ts is not None
+    }
+    if not chosen:
+        return {}
+    runs = list(chosen)
+    cur.register(
+        "_pace",
+        pa.table(
+            {
+                "series": pa.array([chosen[r][0] for r in runs], pa.int32()),
+                "since": pa.array([chosen[r][1] - RATE_WINDOW_S for r in runs], pa.float64()),
+            }
+        ),
+    )
+    rows = cur.execute(
+        """SELECT s.series, min(s.ts), max(s.ts), arg_min(s.step, s.ts), arg_max(s.step, s.ts)
+        FROM samples s JOIN _pace p ON s.series = p.series AND s.ts >= p.since
+        WHERE s.ts >= (SELECT min(since) FROM _pace) AND s.step IS NOT NULL
+        GROUP BY s.series""",
+    ).fetchall()
+    run_of = {chosen[r][0]: r for r in runs}
+    out = {}
+    for sid, t0, t1, s0, s1 in rows:
+        if t1 > t0 and s1 > s0:
+            out[run_of[sid]] = (s1 - s0) / (t1 - t0)
+    return out
+
+
+def _open_alerts(cur: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
+    """Alerts whose newest alert event is not in a closed state, per run."""
+    rows = cur.execute(
+        f"""SELECT run, count(*) FROM (
+            SELECT run, arg_max(lower(coalesce(json_extract_string(data, '$.state'), 'firing')),
+                                ts) AS state
+            FROM events WHERE kind = 'alert' AND list_contains(?, run)
+            GROUP BY run, coalesce(json_extract_string(data, '$.id'),
+                                   json_extract_string(data, '$.rule'), text, '') || labels)
+        WHERE state NOT IN {CLOSED_STATES!r} GROUP BY run""",
+        [run_ids],
+    ).fetchall()
+    return {str(r): int(n) for r, n in rows}
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def summaries(
+    cur: duckdb.DuckDBPyConnection, cat: Catalogue, runs: list[Run], watermark: int
+) -> list[RunSummary]:
+    """A summary per run, in the order given."""
+    ids = [r.id for r in runs]
+    latest = _latest(cur, cat, set(ids), watermark)
+    rates = _rates(cur, latest)
+    alerts = _open_alerts(cur, ids) if ids else {}
+    out = []
+    for run in runs:
+        acc = latest[run.id]
+        values = acc.values or {}
+        rate = rates.get(run.id)
+        eta = None
+        if (
+            rate
+            and run.status == RunStatus.RUNNING
+            and run.planned_total_steps
+            and acc.step is not None
+        ):
+            eta = max(0.0, (run.planned_total_steps - 1 - acc.step) / rate)
+        out.append(
+            RunSummary(
+                run,
+                acc.last_ts,
+                acc.step,
+                rate,
+                eta,
+                _finite(values["train.loss"][2]) if "train.loss" in values else None,
+                _finite(values["train.tokens_per_s"][2])
+                if "train.tokens_per_s" in values
+                else None,
+                alerts.get(run.id, 0),
+            )
+        )
+    return out
