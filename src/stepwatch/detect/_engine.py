@@ -7,6 +7,7 @@ batches (column arrays plus log events) and never looks at a clock.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -67,6 +68,11 @@ def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
     values = {"value": t.value, "since": t.since, "kind": rule.kind, "severity": rule.severity}
     notes = {name: render(text, labels, values) for name, text in rule.annotations}
     return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes)
+
+
+def _same(a: Rule, b: Rule) -> bool:
+    """Equal definitions: where a rule sits in its file does not change what it does."""
+    return dataclasses.replace(a, line=0) == dataclasses.replace(b, line=0)
 
 
 class _AsOf:
@@ -207,7 +213,9 @@ class Engine:
         entity = tuple(sorted(_entity(rule, labels).items()))
         return self._divisors.setdefault((rule.key, entity), _AsOf())
 
-    def _bind(self, key: SeriesKey) -> list[_Binding | tuple[_Group, int] | _AsOf]:
+    def _bind(
+        self, key: SeriesKey, carried: Mapping[tuple[str, str], _Binding] | None = None
+    ) -> list[_Binding | tuple[_Group, int] | _AsOf]:
         labels = dict(key.labels)
         bindings: list[_Binding | tuple[_Group, int] | _AsOf] = []
         for rule in self._metric_rules:
@@ -221,6 +229,10 @@ class Engine:
                 if (member := labels.get(rule.signal.by[-1])) is not None:
                     group = self._group(rule, labels.get("run"))
                     bindings.append((group, group.member(member)))
+                continue
+            if carried and (kept := carried.get(rule.key)) is not None:
+                kept.rule = rule
+                bindings.append(kept)
                 continue
             detector = None
             if rule.detector is not None:
@@ -238,6 +250,53 @@ class Engine:
             group = _Group(rule, {} if run is None else {"run": run}, detector)
             self._groups[rule.key, run] = group
         return group
+
+    def reload(self, rules: RuleSet) -> set[tuple[str, str]]:
+        """Run ``rules`` from now on. A rule whose definition is unchanged (its place in the
+        file aside) keeps its detectors and alert states; changed, new and removed rules lose
+        theirs. Returns the keys of the rules whose state was dropped (changed or removed)."""
+        old = {r.key: r for r in self._metric_rules} | {g.rule.key: g.rule for g in self._log_rules}
+        kept = {r.key for r in rules.rules if r.key in old and _same(old[r.key], r)}
+        new = {r.key: r for r in rules.rules}
+        logs = {g.rule.key: g for g in self._log_rules if g.rule.key in kept}
+        for log_rule in logs.values():
+            log_rule.rule = new[log_rule.rule.key]
+        self._metric_rules = [r for r in rules.rules if r.signal.metrics]
+        self._log_rules = [
+            logs.get(r.key) or _LogRule(r, r.signal.log) for r in rules.rules if r.signal.log
+        ]
+        self._divisors = {k: d for k, d in self._divisors.items() if k[0] in kept}
+        self._groups = {k: g for k, g in self._groups.items() if k[0] in kept}
+        for group in self._groups.values():
+            group.rule = new[group.rule.key]
+        routes, self._routes = self._routes, {}
+        for key, bindings in routes.items():
+            carried = {
+                b.rule.key: b for b in bindings if isinstance(b, _Binding) and b.rule.key in kept
+            }
+            self._bind(key, carried)
+        self._dedup.firing = self._firing()  # what dropped rules held open is theirs no more
+        return set(old) - kept
+
+    def _firing(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], int]:
+        """How many sources hold each (kind, entity) firing, from the lifecycles themselves."""
+        counts: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+        sources = [
+            (b.rule, b.entity)
+            for bindings in self._routes.values()
+            for b in bindings
+            if isinstance(b, _Binding) and b.lifecycle.state == AlertState.FIRING
+        ]
+        for group in self._groups.values():
+            names = list(group.members)
+            members = [m for m, life in group.lives.items() if life.state == AlertState.FIRING]
+            if isinstance(group.detector, Absence):
+                members = group.detector.down
+            sources += [(group.rule, {**group.run, group.label: names[m]}) for m in members]
+        for rule, entity in sources:
+            key = (rule.kind, tuple(sorted({**entity, **dict(rule.labels)}.items())))
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def process(self, batch: SampleBatch) -> list[Alert]:
         """Feed one batch (each series' samples in time order); return alert transitions."""

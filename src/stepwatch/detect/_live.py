@@ -1,0 +1,347 @@
+"""Detection inside the collector: committed batches in, alert transitions out, on a thread of
+its own so that ingest never waits on detection.
+
+Rules that read one series at a time see each batch as soon as it is
+committed (a series comes from one sender, in order). Rules that compare the
+members of a run (peers, absence) read through a reorder buffer that holds a
+few seconds of data time, so every member's samples reach them in one time
+order (see ``_reorder``). Each transition is recorded as an event, checked
+against silences and inhibitions, and handed to subscribers.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Event, SampleBatch, SeriesKey
+from ._engine import Alert, Engine
+from ._lifecycle import AlertState
+from ._live_alert import LiveAlert
+from ._reorder import Reorder, SeriesOrder
+from ._rule_files import RuleFiles
+from ._rules import RuleError, RuleSet, across_members
+from ._silence_book import SilenceBook
+from ._silences import DEFAULT_INHIBITIONS, Inhibition, inhibited
+
+__all__ = ["LiveDetector", "LiveStats", "ReloadOutcome"]
+
+log = logging.getLogger("stepwatch.detect")
+
+RULES_ERROR_EVENT = "rules_error"
+RULES_LOADED_EVENT = "rules_loaded"
+
+Record = Callable[[Sequence[Event]], None]
+Subscriber = Callable[[LiveAlert], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadOutcome:
+    """What a reload did: the rules now running and how many kept their state, or the error."""
+
+    rules: int
+    kept: int
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class LiveStats:
+    """Counters for the collector's own health."""
+
+    samples: int = 0
+    dropped: int = 0  # samples never seen by detection: the queue was full
+    late: int = 0  # samples whose time was raised to keep time order
+    errors: int = 0  # batches an engine failed on (logged)
+    transitions: int = 0
+
+
+@dataclass(slots=True)
+class _Command:
+    run: Callable[[], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+
+
+_STOP = object()
+
+
+def _split(rules: RuleSet, detectors: Mapping[str, Callable[..., Any]]) -> tuple[RuleSet, RuleSet]:
+    """Rules reading one series at a time, and rules comparing members (they need time order)."""
+    across = [
+        r for r in rules.rules if r.detector is not None and across_members(detectors[r.detector])
+    ]
+    return RuleSet(tuple(r for r in rules.rules if r not in across)), RuleSet(tuple(across))
+
+
+class LiveDetector:
+    """Runs the rules over every committed batch on its own thread.
+
+    Args:
+        rules: the rule files (and base set) to run and watch.
+        record: stores events (alert transitions, rule errors); called on the detector thread.
+        silences: the silences to consult; a fresh empty book by default.
+        lateness_s: data time the member-comparing rules wait for late samples.
+        inhibitions: which firing kinds mute which others.
+        max_queued_samples: beyond this many samples waiting, new batches skip detection
+            (counted in ``stats.dropped`` and logged) rather than making ingest wait.
+        watch_interval_s: how often the rule files' stat is polled (wall seconds).
+        stale: alerts a previous run of the collector left open; they are resolved at start,
+            as detector state starts afresh.
+    """
+
+    def __init__(
+        self,
+        rules: RuleFiles,
+        record: Record,
+        *,
+        silences: SilenceBook | None = None,
+        lateness_s: float = 2.0,
+        inhibitions: Sequence[Inhibition] = DEFAULT_INHIBITIONS,
+        max_queued_samples: int = 2_000_000,
+        watch_interval_s: float = 1.0,
+        stale: Iterable[LiveAlert] = (),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._files, self._record = rules, record
+        self._detectors = rules.detectors
+        self.silences = silences or SilenceBook()
+        self._inhibitions = tuple(inhibitions)
+        self._max_queued = max_queued_samples
+        self._watch_interval = watch_interval_s
+        self._monotonic = monotonic
+        self._stale = list(stale)
+        self.rules = rules.load()
+        per_series, across = _split(self.rules, self._detectors)
+        self._now_engine = Engine(per_series, self._detectors)
+        self._ordered_engine = Engine(across, self._detectors)
+        self._wanted = self._wanted_names(across)
+        self._order = SeriesOrder()
+        self._reorder = Reorder(lateness_s, max(lateness_s, 0.5), monotonic)
+        self._open: dict[str, LiveAlert] = {}
+        self._data_now = float("-inf")
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queued = 0
+        self._lock = threading.Lock()
+        self._subscribers: list[tuple[Subscriber, bool]] = []
+        self._thread: threading.Thread | None = None
+        self.stats = LiveStats()
+
+    # ---- the collector's side -----------------------------------------------------------
+
+    def start(self) -> LiveDetector:
+        """Resolve what a previous life left open, then start the thread."""
+        if self._stale:
+            now = self.silences.clock()
+            stale, self._stale = self._stale, []
+            self._publish([self._closed(a, now, "collector restarted") for a in stale])
+        self._thread = threading.Thread(target=self._run, name="stepwatch-detect", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Process what is queued, release every held sample, and end the thread."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._thread = None
+
+    def feed(self, batches: Sequence[SampleBatch]) -> None:
+        """Queue committed batches; never blocks (over the limit they skip detection)."""
+        size = sum(len(b) for b in batches)
+        with self._lock:
+            if self._queued + size > self._max_queued and self._queued:
+                self.stats.dropped += size
+                dropped = True
+            else:
+                self._queued += size
+                dropped = False
+        if dropped:
+            log.warning("detection is behind: %d samples skipped detection", size)
+            return
+        self._queue.put(list(batches))
+
+    def subscribe(self, callback: Subscriber, *, muted: bool = False) -> Callable[[], None]:
+        """Call ``callback`` (on the detector thread) with each transition that is not
+        silenced or inhibited, or with every one when ``muted``; returns the unsubscribe."""
+        entry = (callback, muted)
+        with self._lock:
+            self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
+
+        return unsubscribe
+
+    def reload(self, timeout: float | None = 30.0) -> ReloadOutcome:
+        """Re-read the rule files now (they are also watched); the old rules stay on error."""
+        outcome = self._call(self._reload, timeout)
+        assert isinstance(outcome, ReloadOutcome)
+        return outcome
+
+    def flush(self, timeout: float | None = 30.0) -> None:
+        """Wait until everything fed so far is processed, held samples included."""
+        self._call(lambda: self._release(force=True), timeout)
+
+    def open_alerts(self) -> list[LiveAlert]:
+        """The alerts firing now, as this detector knows them."""
+        return list(self._call(lambda: list(self._open.values()), 30.0))
+
+    def _call(self, fn: Callable[[], Any], timeout: float | None) -> Any:
+        if self._thread is None:
+            raise RuntimeError("the live detector is not running")
+        command = _Command(fn)
+        self._queue.put(command)
+        if not command.done.wait(timeout):
+            raise TimeoutError("the live detector did not answer in time")
+        return command.result
+
+    # ---- the detector thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        next_watch = self._monotonic() + self._watch_interval
+        while True:
+            try:
+                item = self._queue.get(timeout=min(self._watch_interval, 0.25))
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._release(force=True)
+                return
+            if isinstance(item, _Command):
+                item.result = item.run()
+                item.done.set()
+            elif item is not None:
+                self._ingest(item)
+            self._release()
+            if self._monotonic() >= next_watch:
+                next_watch = self._monotonic() + self._watch_interval
+                if self._files.changed():
+                    self._reload()
+
+    def _ingest(self, batches: list[SampleBatch]) -> None:
+        alerts: list[Alert] = []
+        for batch in batches:
+            size = len(batch)
+            with self._lock:
+                self._queued -= size
+            self.stats.samples += size
+            if size:
+                self._data_now = max(self._data_now, float(batch.ts.max()))
+            alerts += self._process(self._now_engine, self._order(batch))
+            self._reorder.add(batch, self._wanted)
+        self.stats.late = self._order.late + self._reorder.late
+        self._emit(alerts)
+
+    def _release(self, force: bool = False) -> None:
+        alerts: list[Alert] = []
+        for batch in self._reorder.release(force):
+            alerts += self._process(self._ordered_engine, batch)
+        self._emit(alerts)
+
+    def _process(self, engine: Engine, batch: SampleBatch) -> list[Alert]:
+        try:
+            return engine.process(batch)
+        except Exception:
+            self.stats.errors += 1
+            log.exception("detection failed on a batch of %d samples; skipped", len(batch))
+            return []
+
+    def _wanted_names(self, across: RuleSet) -> Callable[[SeriesKey], bool]:
+        names = {n for r in across.rules for n in (*r.signal.metrics, r.signal.divide_by) if n}
+        return lambda key: key.name in names
+
+    # ---- rules --------------------------------------------------------------------------
+
+    def _reload(self) -> ReloadOutcome:
+        try:
+            rules = self._files.load()
+        except RuleError as exc:
+            log.error("rule files not reloaded, the previous rules keep running: %s", exc)
+            self._record([Event(self.silences.clock(), RULES_ERROR_EVENT, str(exc), {}, {})])
+            return ReloadOutcome(len(self.rules), len(self.rules), str(exc))
+        per_series, across = _split(rules, self._detectors)
+        dropped = self._now_engine.reload(per_series) | self._ordered_engine.reload(across)
+        self._wanted = self._wanted_names(across)
+        ended = [a for a in self._open.values() if a.rule_key in dropped]
+        self._publish([self._closed(a, self._data_now, "rule changed") for a in ended])
+        before = {r.key for r in self.rules.rules}
+        kept = sum(1 for r in rules.rules if r.key in before and r.key not in dropped)
+        data = {"rules": len(rules), "kept": kept}
+        self.rules = rules
+        text = f"{len(rules)} rules loaded, {kept} kept their state"
+        self._record([Event(self.silences.clock(), RULES_LOADED_EVENT, text, {}, data)])
+        log.info(text)
+        return ReloadOutcome(len(rules), kept)
+
+    # ---- alerts -------------------------------------------------------------------------
+
+    def _emit(self, alerts: list[Alert]) -> None:
+        out = []
+        for alert in sorted(alerts, key=lambda a: a.ts):
+            if alert.state == AlertState.PENDING:
+                continue  # a condition that lapses before ``for`` leaves no transition to close it
+            judged = self._judged(LiveAlert.of(alert))
+            self._track(judged)  # the next alert's inhibition sees this one
+            out.append(judged)
+        self._publish(out)
+
+    def _judged(self, alert: LiveAlert) -> LiveAlert:
+        """Set the mute flags: silences at wall time now, inhibition by what fires now."""
+        silenced = self.silences.mutes(alert.match_labels)
+        if alert.state == AlertState.FIRING:
+            firing = [(a.kind, a.labels) for a in self._open.values() if a.id != alert.id]
+            muted = inhibited(alert.kind, alert.labels, firing, self._inhibitions)
+            return alert.but(silenced=silenced, inhibited=muted)
+        before = self._open.get(alert.id) or self._opened_for(alert)
+        if before is None:
+            return alert.but(silenced=silenced)
+        return before.but(  # the alert that opened it closes, whichever rule said so last
+            state=alert.state, ts=alert.ts, value=alert.value, silenced=silenced or before.silenced
+        )
+
+    def _opened_for(self, alert: LiveAlert) -> LiveAlert | None:
+        """The open alert of the same kind and entity (several rules may speak for one)."""
+        for candidate in self._open.values():
+            if candidate.kind == alert.kind and candidate.labels == alert.labels:
+                return candidate
+        return None
+
+    def _track(self, alert: LiveAlert) -> None:
+        if alert.state == AlertState.FIRING:
+            self._open[alert.id] = alert
+        else:
+            self._open.pop(alert.id, None)
+
+    @staticmethod
+    def _closed(alert: LiveAlert, ts: float, reason: str) -> LiveAlert:
+        """A firing alert whose rule can no longer resolve it, resolved by us."""
+        return alert.but(state=AlertState.RESOLVED, ts=max(alert.ts, ts), reason=reason)
+
+    def _publish(self, alerts: list[LiveAlert]) -> None:
+        """Record the transitions, keep the firing ones, tell the subscribers."""
+        if not alerts:
+            return
+        for alert in alerts:
+            self._track(alert)
+        self.stats.transitions += len(alerts)
+        try:
+            self._record([a.to_event() for a in alerts])
+        except Exception:
+            log.exception("could not record %d alert transitions", len(alerts))
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for alert in alerts:
+            for callback, wants_muted in subscribers:
+                if wants_muted or not alert.muted:
+                    try:
+                        callback(alert)
+                    except Exception:
+                        log.exception("an alert subscriber failed")

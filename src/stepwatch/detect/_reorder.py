@@ -1,0 +1,179 @@
+"""Time order for the live engine: batches are committed in arrival order, detectors run in
+data time.
+
+Two guarantees, both column-wise:
+
+- ``SeriesOrder``: each series' samples reach its detectors in time order. A
+  series comes from one sender, so this only ever bites on a sender that
+  re-sends old data; such a sample is not dropped: its time is raised to the
+  latest time already processed for its series, so its value still counts.
+- ``Reorder``: the rules that compare members (peers, absence) need every
+  member's samples in one time order. Samples are held per run for a lateness
+  window of data time and released sorted; a sample older than what its run
+  already released is processed with the next release, its time raised to
+  that run's release frontier (counted in ``late``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..model import SampleBatch, SeriesKey
+
+__all__ = ["Reorder", "ReorderBuffer", "SeriesOrder"]
+
+_NO_RUN = ""
+
+
+class SeriesOrder:
+    """Raises a sample's time to its series' latest processed time when it would go back."""
+
+    def __init__(self) -> None:
+        self._last: dict[SeriesKey, float] = {}
+        self.late = 0
+
+    def __call__(self, batch: SampleBatch) -> SampleBatch:
+        """The batch with every series non-decreasing in time, from the previous batches on."""
+        n = len(batch)
+        if not n:
+            return batch
+        order = np.argsort(batch.series, kind="stable")
+        series, ts = batch.series[order], batch.ts[order]
+        starts = np.flatnonzero(np.r_[True, series[1:] != series[:-1]])
+        keys = [batch.keys[i] for i in series[starts].tolist()]
+        before = np.r_[-math.inf, ts[:-1]]
+        before[starts] = [self._last.get(k, -math.inf) for k in keys]
+        if (ts < before).any():
+            ts = self._raised(ts, starts, before)
+            out = np.empty_like(batch.ts)
+            out[order] = ts
+            batch = dataclasses.replace(batch, ts=out)
+        self._last.update(zip(keys, np.maximum.reduceat(ts, starts).tolist(), strict=True))
+        return batch
+
+    def _raised(self, ts: np.ndarray, starts: np.ndarray, before: np.ndarray) -> np.ndarray:
+        """Running maximum within each series whose samples go back (the rare, slow path)."""
+        ts = ts.copy()
+        ends = np.r_[starts[1:], ts.shape[0]]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            if (ts[a:b] < before[a:b]).any():
+                fixed = np.maximum.accumulate(np.r_[before[a], ts[a:b]])[1:]
+                self.late += int((fixed != ts[a:b]).sum())
+                ts[a:b] = fixed
+        return ts
+
+
+class ReorderBuffer:
+    """The held samples of one run and the data time up to which they were released."""
+
+    def __init__(self, lateness_s: float) -> None:
+        self.lateness_s = lateness_s
+        self.frontier = -math.inf  # every released sample is at or before this time
+        self.newest = -math.inf
+        self.late = 0
+        self._keys: list[SeriesKey] = []
+        self._ids: dict[SeriesKey, int] = {}
+        self._parts: list[tuple[np.ndarray, ...]] = []  # series id, ts, step, value
+
+    def __len__(self) -> int:
+        return sum(part[0].shape[0] for part in self._parts)
+
+    def add(self, batch: SampleBatch, rows: np.ndarray) -> None:
+        """Hold the samples of ``batch`` at ``rows``."""
+        if not rows.size:
+            return
+        ids = np.array([self._intern(k) for k in batch.keys], np.int64)
+        ts = batch.ts[rows]
+        self._parts.append((ids[batch.series[rows]], ts, batch.step[rows], batch.value[rows]))
+        self.newest = max(self.newest, float(ts.max()))
+
+    def _intern(self, key: SeriesKey) -> int:
+        index = self._ids.get(key)
+        if index is None:
+            index = self._ids[key] = len(self._keys)
+            self._keys.append(key)
+        return index
+
+    def release(self, force: bool = False) -> SampleBatch | None:
+        """Samples older than the newest minus the lateness (all with ``force``), in time order."""
+        if not self._parts:
+            return None
+        sid, ts, step, value = (np.concatenate(c) for c in zip(*self._parts, strict=True))
+        ready = np.ones(ts.shape[0], bool) if force else ts <= self.newest - self.lateness_s
+        if not ready.any():
+            self._parts = [(sid, ts, step, value)]
+            return None
+        rest = ~ready
+        self._parts = [(sid[rest], ts[rest], step[rest], value[rest])] if rest.any() else []
+        out_ts = ts[ready]
+        self.late += int((out_ts < self.frontier).sum())
+        out_ts = np.maximum(out_ts, self.frontier)
+        order = np.argsort(out_ts, kind="stable")
+        out_ts, sid = out_ts[order], sid[ready][order]
+        self.frontier = float(out_ts[-1])
+        present, index = np.unique(sid, return_inverse=True)
+        return SampleBatch(
+            "reorder",
+            0,
+            [self._keys[i] for i in present.tolist()],
+            index.astype(np.uint32),
+            out_ts,
+            step[ready][order],
+            value[ready][order],
+        )
+
+
+class Reorder:
+    """One ``ReorderBuffer`` per run; a run that stays quiet for ``idle_s`` is released whole.
+
+    Args:
+        lateness_s: how far behind the newest sample of its run a sample may arrive (data time).
+        idle_s: wall seconds without new samples after which a run's held samples go out.
+        monotonic: the wall clock for ``idle_s``.
+    """
+
+    def __init__(self, lateness_s: float, idle_s: float, monotonic: Callable[[], float]) -> None:
+        if lateness_s < 0:
+            raise ValueError("lateness_s must be >= 0")
+        self.lateness_s, self.idle_s, self._monotonic = lateness_s, idle_s, monotonic
+        self._runs: dict[str, ReorderBuffer] = {}
+        self._touched: dict[str, float] = {}
+
+    @property
+    def late(self) -> int:
+        """Samples released after their run had moved past them (their time was raised)."""
+        return sum(b.late for b in self._runs.values())
+
+    @property
+    def held(self) -> int:
+        return sum(len(b) for b in self._runs.values())
+
+    def add(self, batch: SampleBatch, wanted: Callable[[SeriesKey], bool]) -> None:
+        """Hold the samples of ``batch`` whose series are ``wanted``, each under its run."""
+        if not len(batch):
+            return
+        runs = [(k.label("run") or _NO_RUN) if wanted(k) else None for k in batch.keys]
+        names = sorted({r for r in runs if r is not None})
+        if not names:
+            return
+        code = np.array([-1 if r is None else names.index(r) for r in runs], np.int64)
+        per_row = code[batch.series]
+        now = self._monotonic()
+        for i, run in enumerate(names):
+            buffer = self._runs.setdefault(run, ReorderBuffer(self.lateness_s))
+            buffer.add(batch, np.flatnonzero(per_row == i))
+            self._touched[run] = now
+
+    def release(self, force: bool = False) -> list[SampleBatch]:
+        """What each run may release now: up to its watermark, or all when idle or forced."""
+        now = self._monotonic()
+        out = []
+        for run, buffer in self._runs.items():
+            idle = now - self._touched.get(run, now) >= self.idle_s
+            if (batch := buffer.release(force or idle)) is not None:
+                out.append(batch)
+        return out

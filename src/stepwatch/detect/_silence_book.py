@@ -1,0 +1,140 @@
+"""The silences a collector knows: created and expired by people, kept as events so that they
+outlive a restart, consulted by the live detector at every alert transition (wall time)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Event
+from ._silences import Matcher, Silence
+
+__all__ = ["SILENCE_EVENT", "SILENCE_EXPIRED_EVENT", "SilenceBook", "SilenceEntry"]
+
+SILENCE_EVENT = "silence"
+SILENCE_EXPIRED_EVENT = "silence_expired"
+
+Record = Callable[[Sequence[Event]], None]
+
+
+def _matcher_text(m: Matcher) -> str:
+    return f"{m.label}{m.op}{m.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class SilenceEntry:
+    """A silence and, once a person ended it early, when."""
+
+    silence: Silence
+    expired_at: float | None = None
+
+    def active(self, now: float) -> bool:
+        return self.expired_at is None and self.silence.active(now)
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        s = self.silence
+        ends = s.ends if self.expired_at is None else min(s.ends, self.expired_at)
+        return {
+            "id": s.id,
+            "matchers": [_matcher_text(m) for m in s.matchers],
+            "starts": s.starts,
+            "ends": ends,
+            "created_by": s.created_by,
+            "comment": s.comment,
+            "active": self.active(now),
+        }
+
+
+def _event_data(s: Silence) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "matchers": [_matcher_text(m) for m in s.matchers],
+        "starts": s.starts,
+        "ends": s.ends,
+        "created_by": s.created_by,
+        "comment": s.comment,
+    }
+
+
+def _from_data(d: Mapping[str, Any]) -> Silence:
+    return Silence(
+        tuple(Matcher.parse(text) for text in d["matchers"]),
+        float(d["starts"]),
+        float(d["ends"]),
+        str(d.get("created_by", "")),
+        str(d.get("comment", "")),
+        str(d["id"]),
+    )
+
+
+class SilenceBook:
+    """Thread-safe register of silences; every change is recorded before it takes effect.
+
+    Args:
+        record: writes events (the collector's store); called with the lock held, so
+            changes reach it in order.
+        clock: wall time, in which silences start and end.
+    """
+
+    def __init__(
+        self, record: Record = lambda events: None, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._record, self._clock = record, clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, SilenceEntry] = {}
+
+    def restore(self, events: Iterable[Event]) -> None:
+        """Take back what the events of a previous life say (silences and their expiries)."""
+        with self._lock:
+            for event in sorted(events, key=lambda e: e.ts):
+                if event.kind == SILENCE_EVENT:
+                    silence = _from_data(event.data)
+                    self._entries[silence.id] = SilenceEntry(silence)
+                elif event.kind == SILENCE_EXPIRED_EVENT:
+                    entry = self._entries.get(str(event.data.get("id")))
+                    if entry is not None:
+                        self._entries[entry.silence.id] = SilenceEntry(entry.silence, event.ts)
+
+    def add(self, silence: Silence) -> SilenceEntry:
+        """Record and apply a new silence."""
+        with self._lock:
+            if silence.id in self._entries:
+                raise ValueError(f"a silence with id {silence.id!r} exists already")
+            event = Event(self._clock(), SILENCE_EVENT, silence.comment, {}, _event_data(silence))
+            self._record([event])
+            entry = self._entries[silence.id] = SilenceEntry(silence)
+            return entry
+
+    def expire(self, silence_id: str, by: str = "") -> SilenceEntry:
+        """End a silence now; KeyError when unknown. Expiring an ended silence changes nothing."""
+        with self._lock:
+            entry = self._entries[silence_id]
+            now = self._clock()
+            if entry.expired_at is not None or entry.silence.ends <= now:
+                return entry
+            data = {"id": silence_id, "by": by}
+            self._record([Event(now, SILENCE_EXPIRED_EVENT, "", {}, data)])
+            entry = self._entries[silence_id] = SilenceEntry(entry.silence, now)
+            return entry
+
+    def entries(self, include_ended: bool = False) -> list[SilenceEntry]:
+        """Silences in force now (or all, ended ones too), oldest start first."""
+        now = self._clock()
+        with self._lock:
+            chosen = [e for e in self._entries.values() if include_ended or e.silence.ends > now]
+        chosen = [e for e in chosen if include_ended or e.expired_at is None]
+        return sorted(chosen, key=lambda e: (e.silence.starts, e.silence.id))
+
+    def mutes(self, labels: Mapping[str, str]) -> bool:
+        """Whether a silence in force now matches these labels."""
+        now = self._clock()
+        with self._lock:
+            entries = list(self._entries.values())
+        return any(e.active(now) and e.silence.mutes(labels, now) for e in entries)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
