@@ -35,13 +35,14 @@ def test_the_page_loads_with_its_script(client: httpx.Client) -> None:
     page = client.get("/")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
-    for element in ('id="runs"', 'id="series"', '<canvas id="chart"', 'src="/ui/app.js"'):
+    for element in ('id="view"', 'id="message"', "uPlot.iife.min.js", 'src="/ui/app.js"'):
         assert element in page.text
     script = client.get("/ui/app.js")
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
-    for use in ("/query/downsample", "/runs", "/series?run=", "Authorization"):
+    for use in ("/runs/summary", "/stream", "dataset: { view"):
         assert use in script.text
+    assert "Authorization" in client.get("/ui/js/api.js").text
     assert "http://" not in script.text and "https://" not in script.text + page.text
 
 

@@ -1,185 +1,287 @@
-"use strict";
-// The minimal page: list runs, pick one, chart one series (min/max band + last) from downsample.
+// The dashboard shell: hash routing (view state in the URL), run selection, theme, keyboard,
+// live updates over server-sent events, and one view at a time in <main id="view">.
 
-const API = "/api/v1";
-const TOKEN_KEY = "stepwatch-token";
-const SPECIAL = { NaN: NaN, "+Inf": Infinity, "-Inf": -Infinity };
-const state = { run: null, series: null };
+import { api, subscribe } from "./js/api.js";
+import { el, throttle } from "./js/util.js";
+import { loadAlerts, annotations } from "./js/alerts.js";
+import * as runs from "./js/views/runs.js";
+import * as overview from "./js/views/overview.js";
+import * as hardware from "./js/views/hardware.js";
+import * as steptime from "./js/views/steptime.js";
+import * as heatmap from "./js/views/heatmap.js";
+import * as node from "./js/views/node.js";
+import * as alerts from "./js/views/alerts.js";
+import * as logs from "./js/views/logs.js";
+import * as compare from "./js/views/compare.js";
+
+const VIEWS = { runs, overview, hardware, steptime, heatmap, node, alerts, logs, compare };
+const NEEDS_RUN = new Set(["overview", "hardware", "steptime", "heatmap", "node", "alerts", "logs"]);
+const GO_KEYS = { r: "runs", o: "overview", h: "hardware", s: "steptime", m: "heatmap", n: "node", a: "alerts", l: "logs", c: "compare" };
+const THEME_KEY = "stepwatch-theme";
+const LIVE_REFRESH_MS = 2000;
+
 const $ = (id) => document.getElementById(id);
+const shell = { view: null, name: null, params: {}, summaries: [], stream: null, streamRun: undefined, abort: null, pendingG: 0 };
 
-// GET a JSON endpoint; on 401 ask once for the bearer token and retry.
-async function api(path) {
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    const headers = token ? { Authorization: "Bearer " + token } : {};
-    const res = await fetch(API + path, { headers });
-    if (res.status === 401 && attempt === 0) {
-      const given = window.prompt("This collector needs its access token:");
-      if (!given) break;
-      sessionStorage.setItem(TOKEN_KEY, given);
-      continue;
-    }
-    const body = await res.json();
-    if (!res.ok) throw new Error(body.error || res.statusText);
-    return body;
-  }
-  throw new Error("not authorized");
+// ---- the URL -------------------------------------------------------------------------------
+
+function parseHash() {
+  const text = location.hash.replace(/^#\/?/, "");
+  const [path, query] = text.split("?");
+  const params = Object.fromEntries(new URLSearchParams(query || ""));
+  return { name: VIEWS[path] ? path : "runs", params };
 }
 
-const toNumber = (v) => (typeof v === "string" ? SPECIAL[v] : v);
-const fmtTime = (ts) => new Date(ts * 1000).toLocaleString();
+function hashOf(name, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, String(v));
+  const text = q.toString();
+  return "#/" + name + (text ? "?" + text : "");
+}
+
+// Keep the run, theme and (for run views) the range when moving between views.
+function carried(params) {
+  const keep = {};
+  for (const k of ["run", "theme", "from", "to", "x", "smooth"]) if (params[k] !== undefined) keep[k] = params[k];
+  return keep;
+}
+
+// ---- messages ------------------------------------------------------------------------------
+
+function showMessage(text) {
+  $("message").textContent = text || "";
+}
 
 function showError(err) {
-  $("message").textContent = err ? String(err.message || err) : "";
+  if (err && err.name === "AbortError") return;
+  showMessage(err ? String(err.message || err) : "");
 }
 
-async function loadRuns() {
-  const runs = await api("/runs");
-  runs.sort((a, b) => b.start - a.start);
-  const body = $("runs").tBodies[0];
-  body.replaceChildren();
-  for (const run of runs) {
-    const row = body.insertRow();
-    row.dataset.runId = run.id;
-    row.classList.toggle("selected", state.run === run.id);
-    const status = row.insertCell();
-    status.textContent = run.status;
-    status.className = "status-" + run.status;
-    row.insertCell().textContent = fmtTime(run.start);
-    row.insertCell().textContent = run.name || run.id;
-    row.addEventListener("click", () => selectRun(run).catch(showError));
-  }
-  const shared = new URLSearchParams(location.hash.slice(1)).get("run");
-  const linked = state.run === null && runs.find((r) => r.id === shared);
-  if (linked) await selectRun(linked);
-}
+// ---- theme -----------------------------------------------------------------------------------
 
-function seriesLabel(s) {
-  const labels = Object.entries(s.labels).filter(([k]) => k !== "run");
-  return s.name + (labels.length ? " {" + labels.map(([k, v]) => k + "=" + v).join(", ") + "}" : "");
-}
-
-async function selectRun(run) {
-  state.run = run.id;
-  history.replaceState(null, "", "#run=" + encodeURIComponent(run.id));
-  for (const row of $("runs").tBodies[0].rows) {
-    row.classList.toggle("selected", row.dataset.runId === run.id);
-  }
-  $("run-title").textContent = (run.name || run.id) + " (" + run.status + ")";
-  const series = await api("/series?run=" + encodeURIComponent(run.id));
-  series.sort((a, b) => seriesLabel(a).localeCompare(seriesLabel(b)));
-  const select = $("series");
-  select.replaceChildren(...series.map((s) => new Option(seriesLabel(s), s.id)));
-  const loss = series.find((s) => s.name === "train.loss");
-  state.series = series.length ? (loss || series[0]).id : null;
-  if (state.series !== null) select.value = String(state.series);
-  await drawSeries();
-}
-
-function extent(values) {
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const v of values) {
-    if (Number.isFinite(v)) {
-      lo = Math.min(lo, v);
-      hi = Math.max(hi, v);
-    }
-  }
-  return lo <= hi ? [lo, hi === lo ? lo + 1 : hi] : [0, 1];
-}
-
-// Pixel mappings for the data of one chart, padding left for the axis labels.
-function frame(canvas, ts, values) {
-  const pad = { left: 70, right: 10, top: 10, bottom: 24 };
-  const w = canvas.width;
-  const h = canvas.height;
-  const [t0, t1] = ts.length > 1 ? [ts[0], ts[ts.length - 1]] : [ts[0] - 1, ts[0] + 1];
-  const [y0, y1] = extent(values);
-  return {
-    w, h, pad, t0, t1, y0, y1,
-    x: (t) => pad.left + ((t - t0) / (t1 - t0)) * (w - pad.left - pad.right),
-    y: (v) => h - pad.bottom - ((v - y0) / (y1 - y0)) * (h - pad.top - pad.bottom),
-  };
-}
-
-// The spread of each bucket: a vertical stroke from its min to its max.
-function drawBand(ctx, f, ts, lo, hi) {
-  ctx.strokeStyle = "#b9c8e8";
-  for (let i = 0; i < ts.length; i += 1) {
-    if (!Number.isFinite(lo[i]) || !Number.isFinite(hi[i])) continue;
-    ctx.beginPath();
-    ctx.moveTo(f.x(ts[i]), f.y(lo[i]));
-    ctx.lineTo(f.x(ts[i]), f.y(hi[i]) - 0.5);
-    ctx.stroke();
-  }
-}
-
-// The last value of each bucket as a line; NaN/Inf break it and get a red tick at the top.
-function drawLast(ctx, f, ts, last) {
-  ctx.strokeStyle = "#1f5fd1";
-  ctx.fillStyle = "#b3261e";
-  ctx.beginPath();
-  let pen = false;
-  for (let i = 0; i < ts.length; i += 1) {
-    if (!Number.isFinite(last[i])) {
-      ctx.fillRect(f.x(ts[i]) - 1, f.pad.top, 2, 8);
-      pen = false;
-    } else if (pen) {
-      ctx.lineTo(f.x(ts[i]), f.y(last[i]));
-    } else {
-      ctx.moveTo(f.x(ts[i]), f.y(last[i]));
-      pen = true;
-    }
-  }
-  ctx.stroke();
-}
-
-function drawAxes(ctx, f) {
-  ctx.fillStyle = "#1d2330";
-  ctx.fillText(f.y1.toPrecision(4), 4, f.pad.top + 8);
-  ctx.fillText(f.y0.toPrecision(4), 4, f.h - f.pad.bottom);
-  ctx.fillText(fmtTime(f.t0), f.pad.left, f.h - 6);
-  const end = fmtTime(f.t1);
-  ctx.fillText(end, f.w - f.pad.right - ctx.measureText(end).width, f.h - 6);
-}
-
-// One downsample response on the canvas: band, last-value line, axis labels.
-function draw(data) {
-  const canvas = $("chart");
-  const ctx = canvas.getContext("2d");
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  if (!data.ts.length) return;
-  const lo = data.min.map(toNumber);
-  const hi = data.max.map(toNumber);
-  const f = frame(canvas, data.ts, lo.concat(hi));
-  drawBand(ctx, f, data.ts, lo, hi);
-  drawLast(ctx, f, data.ts, data.last.map(toNumber));
-  drawAxes(ctx, f);
-}
-
-async function drawSeries() {
-  if (state.series === null) {
-    draw({ ts: [], min: [], max: [], last: [] });
-    return;
-  }
-  const points = $("chart").width - 80;
-  draw(await api("/query/downsample?series=" + state.series + "&points=" + points));
-}
-
-async function refresh() {
+function applyTheme(theme) {
+  const t = theme === "dark" ? "dark" : "light";
+  document.documentElement.dataset.theme = t;
   try {
-    await loadRuns();
-    await drawSeries();
-    showError(null);
+    localStorage.setItem(THEME_KEY, t);
+  } catch (e) {
+    // private mode: the theme lasts for this page only
+  }
+}
+
+function toggleTheme() {
+  const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+  applyTheme(next);
+  const { name, params } = parseHash();
+  location.hash = hashOf(name, Object.assign({}, params, { theme: next }));
+}
+
+// ---- runs ------------------------------------------------------------------------------------
+
+async function loadSummaries() {
+  shell.summaries = (await api("/runs/summary")) || [];
+  const select = $("run-select");
+  const current = shell.params.run || "";
+  select.replaceChildren(el("option", { value: "", text: "(choose a run)" }), ...shell.summaries.map((r) => el("option", { value: r.id, text: (r.name || r.id) + " · " + r.status })));
+  select.value = shell.summaries.some((r) => r.id === current) ? current : "";
+  return shell.summaries;
+}
+
+function runSummary(id) {
+  return shell.summaries.find((r) => r.id === id) || null;
+}
+
+// ---- live updates ----------------------------------------------------------------------------
+
+function ensureStream(run) {
+  if (shell.streamRun === run) return;
+  if (shell.stream) shell.stream.close();
+  shell.streamRun = run;
+  const path = "/stream" + (run ? "?run=" + encodeURIComponent(run) : "");
+  shell.stream = subscribe(path, onLive, (up) => $("live").classList.toggle("on", up));
+}
+
+const liveRefresh = throttle(() => {
+  if (shell.view && shell.view.refresh) shell.view.refresh().catch(showError);
+}, LIVE_REFRESH_MS);
+
+// A view refreshes on new samples, or with `live: "events"` on new events (alerts, logs);
+// a view zoomed to a fixed range stays as it is.
+function onLive(name, data) {
+  const summary = data && data.run ? runSummary(data.run) : null;
+  if (name === "data" && summary && data.ts > (summary.last_ts || 0)) summary.last_ts = data.ts;
+  const view = shell.view;
+  if (!view || !view.refresh || (view.live || "data") !== name) return;
+  if (shell.name === "runs" || (!shell.params.to && (!shell.params.run || data.run === shell.params.run))) {
+    liveRefresh();
+  }
+}
+
+// ---- the context a view gets -------------------------------------------------------------------
+
+function makeContext(name, params, signal) {
+  const ctx = {
+    name,
+    params,
+    signal,
+    get summaries() {
+      return shell.summaries;
+    },
+    run: params.run ? runSummary(params.run) : null,
+    // The time range shown: the URL's from/to, else the run's whole life (live: the end follows).
+    range() {
+      const r = ctx.run;
+      const from = params.from !== undefined ? Number(params.from) : null;
+      const to = params.to !== undefined ? Number(params.to) : null;
+      const end = to ?? (r ? Math.max(r.last_ts || r.start, r.start + 1) : Date.now() / 1000);
+      const start = from ?? (r ? Math.min(r.start, end - 1) : end - 3600);
+      return { start, end, live: to === null };
+    },
+    go(view, extra = {}) {
+      location.hash = hashOf(view, Object.assign(carried(params), extra));
+    },
+    // Change URL parameters: rerender (a new hash) or only record them (replaceState).
+    set(changes, { rerender = true } = {}) {
+      const next = Object.assign({}, params, changes);
+      for (const [k, v] of Object.entries(changes)) if (v === null || v === undefined || v === "") delete next[k];
+      if (rerender) location.hash = hashOf(name, next);
+      else {
+        Object.assign(params, next);
+        for (const k of Object.keys(params)) if (!(k in next)) delete params[k];
+        history.replaceState(null, "", hashOf(name, next));
+      }
+    },
+    zoom(start, end) {
+      ctx.set({ from: start.toFixed(3), to: end.toFixed(3) });
+    },
+    resetZoom() {
+      ctx.set({ from: null, to: null });
+    },
+    async annotations() {
+      if (!params.run) return [];
+      try {
+        return annotations((await loadAlerts(params.run, "all", signal)).alerts);
+      } catch (err) {
+        showError(err);
+        return [];
+      }
+    },
+    message: showMessage,
+    error: showError,
+  };
+  return ctx;
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+async function route() {
+  const { name, params } = parseHash();
+  if (params.theme && params.theme !== document.documentElement.dataset.theme) applyTheme(params.theme);
+  if (shell.abort) shell.abort.abort();
+  if (shell.view && shell.view.destroy) shell.view.destroy();
+  shell.view = null;
+  shell.abort = new AbortController();
+  shell.name = name;
+  shell.params = params;
+  showMessage("");
+  for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === name);
+  const root = $("view");
+  root.replaceChildren();
+  try {
+    await loadSummaries();
+    if (NEEDS_RUN.has(name) && !params.run) {
+      const pick = shell.summaries[0];
+      if (pick) {
+        location.replace(hashOf(name, Object.assign({}, params, { run: pick.id })));
+        return;
+      }
+    }
+    ensureStream(name === "runs" || name === "compare" ? null : params.run || null);
+    const ctx = makeContext(name, params, shell.abort.signal);
+    const host = el("section", { dataset: { view: name } });
+    root.append(host);
+    if (NEEDS_RUN.has(name) && !ctx.run) {
+      host.append(el("p", { class: "empty", text: params.run ? `Run ${params.run} is not known to this collector.` : "No runs yet: start a training with stepwatch (or `stepwatch demo`) and it appears here." }));
+      return;
+    }
+    shell.view = (await VIEWS[name].render(host, ctx)) || {};
   } catch (err) {
     showError(err);
   }
 }
 
-$("series").addEventListener("change", (e) => {
-  state.series = Number(e.target.value);
-  drawSeries().catch(showError);
+// ---- keyboard --------------------------------------------------------------------------------
+
+function typing(target) {
+  return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT" || target.isContentEditable);
+}
+
+function moveSelection(delta) {
+  const rows = Array.from(document.querySelectorAll("#view [data-row]"));
+  if (!rows.length) return;
+  const at = rows.findIndex((r) => r.classList.contains("selected"));
+  const next = rows[Math.max(0, Math.min(rows.length - 1, at < 0 ? 0 : at + delta))];
+  rows.forEach((r) => r.classList.toggle("selected", r === next));
+  next.scrollIntoView({ block: "nearest" });
+}
+
+function onKey(e) {
+  const help = $("help");
+  if (e.key === "Escape") {
+    if (!help.hidden) help.hidden = true;
+    else if (typing(e.target)) e.target.blur();
+    else if (shell.view && shell.view.escape) shell.view.escape();
+    return;
+  }
+  if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (shell.pendingG && Date.now() - shell.pendingG < 1500 && GO_KEYS[e.key]) {
+    shell.pendingG = 0;
+    e.preventDefault();
+    const { params } = parseHash();
+    location.hash = hashOf(GO_KEYS[e.key], carried(params));
+    return;
+  }
+  shell.pendingG = 0;
+  if (e.key === "g") shell.pendingG = Date.now();
+  else if (e.key === "?") help.hidden = !help.hidden;
+  else if (e.key === "t") toggleTheme();
+  else if (e.key === "z") {
+    const { name, params } = parseHash();
+    if (params.from || params.to) {
+      delete params.from;
+      delete params.to;
+      location.hash = hashOf(name, params);
+    }
+  } else if (e.key === "/") {
+    const search = document.querySelector("#view [data-search]");
+    if (search) {
+      e.preventDefault();
+      search.focus();
+    }
+  } else if (e.key === "j" || e.key === "ArrowDown") {
+    e.preventDefault();
+    moveSelection(1);
+  } else if (e.key === "k" || e.key === "ArrowUp") {
+    e.preventDefault();
+    moveSelection(-1);
+  } else if (e.key === "Enter") {
+    const row = document.querySelector("#view [data-row].selected");
+    if (row) row.click();
+  }
+}
+
+// ---- start -----------------------------------------------------------------------------------
+
+$("run-select").addEventListener("change", (e) => {
+  const { name, params } = parseHash();
+  const keep = { theme: params.theme, run: e.target.value };
+  location.hash = hashOf(name === "runs" ? "overview" : name, keep);
 });
-$("refresh").addEventListener("click", refresh);
-refresh();
-setInterval(refresh, 5000);
+$("theme-toggle").addEventListener("click", toggleTheme);
+$("help-button").addEventListener("click", () => ($("help").hidden = !$("help").hidden));
+$("help").addEventListener("click", (e) => {
+  if (e.target === $("help")) $("help").hidden = true;
+});
+document.addEventListener("keydown", onKey);
+window.addEventListener("hashchange", route);
+route();

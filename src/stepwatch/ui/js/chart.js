@@ -1,0 +1,291 @@
+// Chart panels: a uPlot chart that loads its own data for a time range at its pixel width,
+// draws min/max bands and lines, alert annotations, and reports drag-to-zoom selections.
+//
+// Test hooks on the container: data-chart (id), data-points (x positions drawn),
+// data-ready="1" once drawn (also for an empty result, with data-points="0"),
+// data-start / data-end (the time range shown, seconds).
+
+import { el, cssVar, color, ema, fmtNum } from "./util.js";
+
+const BAND_ALPHA = 0.18;
+
+// First index i with arr[i] >= v (arr ascending).
+function lowerBound(arr, v) {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function finiteExtent(arrays) {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const arr of arrays) {
+    for (const v of arr) {
+      if (v !== null && Number.isFinite(v)) {
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+  }
+  if (lo > hi) return [0, 1];
+  if (lo === hi) return [lo - Math.abs(lo || 1) * 0.05, hi + Math.abs(hi || 1) * 0.05];
+  const pad = (hi - lo) * 0.05;
+  return [lo - pad, hi + pad];
+}
+
+function withAlpha(c, a) {
+  if (c.startsWith("#") && c.length === 7) {
+    const n = parseInt(c.slice(1), 16);
+    return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${a})`;
+  }
+  return c;
+}
+
+export class ChartPanel {
+  // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?}]},
+  // xMode ("time" | "step" | "value"), smoothing (0..1), annotations [{ts, end?, severity, label}],
+  // onRange(start, end) for drag-to-zoom, onReset() for double-click.
+  constructor(parent, opts) {
+    this.opts = Object.assign({ height: 220, xMode: "time", smoothing: 0, annotations: [], legend: true }, opts);
+    this.root = el("div", { class: "panel" }, opts.title ? el("h3", { text: opts.title }) : null);
+    this.box = el("div", { class: "chart", dataset: { chart: opts.id } });
+    this.root.append(this.box);
+    parent.append(this.root);
+    this.plot = null;
+    this.last = null;
+    this.observer = new ResizeObserver(() => this.resize());
+    this.observer.observe(this.box);
+  }
+
+  // Fetch for `range` ({start, end}) at about one point per pixel, then draw.
+  async update(range, signal) {
+    const points = Math.max(32, Math.min(4000, Math.round(this.box.clientWidth || 600)));
+    const data = await this.opts.load(range, points, signal);
+    if (signal && signal.aborted) return;
+    this.last = { data, range };
+    this.draw();
+  }
+
+  setSmoothing(weight) {
+    this.opts.smoothing = weight;
+    if (this.last) this.draw();
+  }
+
+  setAnnotations(list) {
+    this.opts.annotations = list || [];
+    if (this.plot) this.plot.redraw(false);
+  }
+
+  // uPlot's aligned data and series options for the cached result.
+  build() {
+    const { data } = this.last;
+    const columns = [data.x];
+    const series = [{}];
+    this.bands = [];
+    const all = [];
+    data.series.forEach((s, i) => {
+      const c = s.color || color(i);
+      if (s.min && s.max) {
+        this.bands.push({ min: s.min, max: s.max, color: withAlpha(c, BAND_ALPHA) });
+        all.push(s.min, s.max);
+      }
+      const w = this.opts.smoothing;
+      if (s.smooth && w > 0) {
+        columns.push(s.values);
+        series.push({ label: s.label + " (raw)", stroke: withAlpha(c, 0.3), width: 1, points: { show: false } });
+        const smoothed = ema(s.values, w);
+        columns.push(smoothed);
+        series.push({ label: s.label, stroke: c, width: 1.5, points: { show: false } });
+        all.push(s.values);
+      } else {
+        columns.push(s.values);
+        series.push({ label: s.label, stroke: c, width: s.width || 1.5, dash: s.dash, spanGaps: !!s.spanGaps, points: { show: false } });
+        all.push(s.values);
+      }
+    });
+    this.yExtent = finiteExtent(all);
+    return { columns, series };
+  }
+
+  draw() {
+    const { data, range } = this.last;
+    const ds = this.box.dataset;
+    const n = data.x.length;
+    ds.start = String(range.start);
+    ds.end = String(range.end);
+    if (!n) {
+      this.destroyPlot();
+      this.box.replaceChildren(el("div", { class: "empty", text: "No data in this range." }));
+      ds.points = "0";
+      ds.ready = "1";
+      return;
+    }
+    const { columns, series } = this.build();
+    const shape = series.map((s) => s.label).join("\u0000") + "|" + this.opts.xMode;
+    if (this.plot && this.shape === shape) {
+      this.plot.setData(columns, true);
+    } else {
+      this.destroyPlot();
+      this.box.replaceChildren();
+      this.shape = shape;
+      this.plot = new uPlot(this.options(series), columns, this.box);
+    }
+    ds.points = String(n);
+    ds.ready = "1";
+  }
+
+  options(series) {
+    const fg = cssVar("--muted");
+    const grid = cssVar("--grid");
+    const unit = this.opts.unit;
+    const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+    const time = this.opts.xMode === "time";
+    return {
+      width: Math.max(120, this.box.clientWidth || 600),
+      height: this.opts.height,
+      legend: { show: this.opts.legend },
+      scales: {
+        x: { time },
+        y: { range: () => this.yExtent },
+      },
+      series: series.map((s, i) => (i === 0 ? { label: time ? "time" : this.opts.xMode } : Object.assign({ value: (u, v) => fmtNum(v, unit) }, s))),
+      axes: [Object.assign({}, axis), Object.assign({ size: 70, values: (u, vals) => vals.map((v) => fmtNum(v, unit)) }, axis)],
+      cursor: { drag: { x: true, y: false, setScale: false } },
+      hooks: {
+        drawAxes: [(u) => this.paintBands(u)],
+        draw: [(u) => this.paintAnnotations(u)],
+        setSelect: [(u) => this.selected(u)],
+        ready: [(u) => u.over.addEventListener("dblclick", () => this.opts.onReset && this.opts.onReset())],
+      },
+    };
+  }
+
+  // Min/max spread of each bucket as a filled band behind the lines (gaps break it).
+  paintBands(u) {
+    const ctx = u.ctx;
+    const x = u.data[0];
+    ctx.save();
+    for (const band of this.bands) {
+      ctx.fillStyle = band.color;
+      let open = [];
+      const flush = () => {
+        if (open.length > 1) {
+          ctx.beginPath();
+          open.forEach(([px, , hi], k) => (k ? ctx.lineTo(px, hi) : ctx.moveTo(px, hi)));
+          for (let k = open.length - 1; k >= 0; k -= 1) ctx.lineTo(open[k][0], open[k][1]);
+          ctx.closePath();
+          ctx.fill();
+        }
+        open = [];
+      };
+      for (let i = 0; i < x.length; i += 1) {
+        const lo = band.min[i];
+        const hi = band.max[i];
+        if (lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi)) {
+          flush();
+          continue;
+        }
+        open.push([u.valToPos(x[i], "x", true), u.valToPos(lo, "y", true), u.valToPos(hi, "y", true)]);
+      }
+      flush();
+    }
+    ctx.restore();
+  }
+
+  // x position of a time stamp: itself on a time axis, else the x of the nearest bucket.
+  xOfTs(ts) {
+    if (this.opts.xMode === "time") return ts;
+    const t = this.last.data.ts;
+    if (!t || !t.length) return null;
+    const i = Math.min(t.length - 1, lowerBound(t, ts));
+    return this.last.data.x[i];
+  }
+
+  tsOfX(x) {
+    if (this.opts.xMode === "time") return x;
+    const { data } = this.last;
+    const i = Math.min(data.x.length - 1, lowerBound(data.x, x));
+    return data.ts[i];
+  }
+
+  // Alerts as vertical markers (a band while an alert lasted), coloured by severity.
+  paintAnnotations(u) {
+    const list = this.opts.annotations;
+    if (!list || !list.length) return;
+    const ctx = u.ctx;
+    const { top, height, left, width } = u.bbox;
+    ctx.save();
+    for (const a of list) {
+      const x0 = this.xOfTs(a.ts);
+      if (x0 === null) continue;
+      const c = cssVar(a.severity === "critical" ? "--bad" : a.severity === "warning" ? "--warn" : "--info");
+      const p0 = u.valToPos(x0, "x", true);
+      if (p0 < left - 1 || p0 > left + width + 1) continue;
+      if (a.end) {
+        const p1 = Math.min(left + width, u.valToPos(this.xOfTs(a.end), "x", true));
+        ctx.fillStyle = withAlpha(c, 0.12);
+        ctx.fillRect(p0, top, Math.max(2, p1 - p0), height);
+      }
+      ctx.strokeStyle = c;
+      ctx.lineWidth = 1.5;
+      ctx.setLineDash([4, 3]);
+      ctx.beginPath();
+      ctx.moveTo(p0, top);
+      ctx.lineTo(p0, top + height);
+      ctx.stroke();
+    }
+    ctx.restore();
+  }
+
+  selected(u) {
+    const sel = u.select;
+    if (sel.width < 4) return;
+    const a = this.tsOfX(u.posToVal(sel.left, "x"));
+    const b = this.tsOfX(u.posToVal(sel.left + sel.width, "x"));
+    u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+    if (this.opts.onRange && b > a) this.opts.onRange(a, b);
+  }
+
+  resize() {
+    if (!this.plot) return;
+    const w = Math.max(120, this.box.clientWidth);
+    if (Math.abs(w - this.plot.width) > 2) this.plot.setSize({ width: w, height: this.opts.height });
+  }
+
+  destroyPlot() {
+    if (this.plot) {
+      this.plot.destroy();
+      this.plot = null;
+      this.shape = null;
+    }
+  }
+
+  destroy() {
+    this.observer.disconnect();
+    this.destroyPlot();
+  }
+}
+
+// Put several bucketed series (each with its own ts list) on one x axis: the union of buckets.
+// items: [{ts:[], cols:{name: []}}]; returns {x, cols:[{name: []}]} with nulls where absent.
+export function align(items) {
+  const set = new Set();
+  for (const it of items) for (const t of it.ts) set.add(t);
+  const x = Array.from(set).sort((a, b) => a - b);
+  const index = new Map(x.map((t, i) => [t, i]));
+  const cols = items.map((it) => {
+    const out = {};
+    for (const [name, values] of Object.entries(it.cols)) {
+      const col = new Array(x.length).fill(null);
+      it.ts.forEach((t, i) => (col[index.get(t)] = values[i]));
+      out[name] = col;
+    }
+    return out;
+  });
+  return { x, cols };
+}

@@ -1,0 +1,62 @@
+// Run overview: loss, learning rate, gradient norm and tokens/s with EMA smoothing, alert
+// annotations, x axis by step or time, drag to zoom.
+
+import { el } from "../util.js";
+import { multi, primary, single } from "../data.js";
+import { panels, rangeBar } from "./common.js";
+
+export const METRICS = [
+  { id: "train.loss", title: "Loss", smooth: true },
+  { id: "train.lr", title: "Learning rate" },
+  { id: "train.grad_norm", title: "Gradient norm", smooth: true },
+  { id: "train.tokens_per_s", title: "Tokens/s", smooth: true },
+  { id: "train.step_time_s", title: "Step time (rank 0), s", smooth: true },
+];
+const DEFAULT = METRICS.slice(0, 4).map((m) => m.id);
+
+export async function render(root, ctx) {
+  const p = ctx.params;
+  const xMode = p.x === "time" ? "time" : "step";
+  const weight = Math.min(0.99, Math.max(0, Number(p.smooth ?? 0.6)));
+  const shown = new Set(p.series ? p.series.split(",") : DEFAULT);
+
+  const slider = el("input", { type: "range", min: 0, max: 0.99, step: 0.01, value: weight, "aria-label": "smoothing" });
+  const sliderValue = el("span", { text: weight.toFixed(2) });
+  const xSelect = el("select", { "aria-label": "x axis" }, el("option", { value: "step", text: "step" }), el("option", { value: "time", text: "time" }));
+  xSelect.value = xMode;
+  const picks = METRICS.map((m) => {
+    const box = el("input", { type: "checkbox", value: m.id });
+    box.checked = shown.has(m.id);
+    box.addEventListener("change", () => {
+      const next = METRICS.map((x) => x.id).filter((id) => (id === m.id ? box.checked : shown.has(id)));
+      ctx.set({ series: next.join(",") });
+    });
+    return el("label", {}, box, m.title);
+  });
+  root.append(
+    el("h2", { text: "Overview · " + (ctx.run.name || ctx.run.id) }),
+    rangeBar(ctx, el("label", {}, "Smoothing", slider, sliderValue), el("label", {}, "x axis", xSelect)),
+    el("div", { class: "toolbar" }, picks),
+  );
+  const grid = el("div", { class: "grid2" });
+  root.append(grid);
+  const set = panels(ctx);
+  for (const m of METRICS.filter((x) => shown.has(x.id))) {
+    set.add(grid, {
+      id: m.id,
+      title: m.title,
+      xMode,
+      smoothing: m.smooth ? weight : 0,
+      load: async (range, points, signal) => single(primary(await multi({ name: m.id, run: ctx.run.id, range, points, signal })), { label: m.title, xMode, smooth: !!m.smooth }),
+    });
+  }
+  slider.addEventListener("input", () => {
+    const w = Number(slider.value);
+    sliderValue.textContent = w.toFixed(2);
+    set.list.forEach((panel, i) => METRICS.filter((x) => shown.has(x.id))[i].smooth && panel.setSmoothing(w));
+    ctx.set({ smooth: w.toFixed(2) }, { rerender: false });
+  });
+  xSelect.addEventListener("change", () => ctx.set({ x: xSelect.value }));
+  await Promise.all([set.refresh(), set.annotate()]);
+  return { refresh: () => Promise.all([set.refresh(), set.annotate()]), destroy: () => set.destroy() };
+}
