@@ -118,3 +118,15 @@ def test_ctrl_c_quits_cleanly(pushed: Pushed) -> None:
     term.proc.send_signal(signal.SIGINT)
     assert term.exit_code() == 0
     assert b"Traceback" not in term.seen
+
+
+def test_a_lost_collector_leaves_the_last_frame_and_says_why(collector_factory: Any) -> None:
+    collector = collector_factory()
+    run = {"id": "lost-run", "name": "soon unreachable", "planned_total_steps": 10}
+    httpx.post(f"{collector.url}/api/v1/runs", json=run).raise_for_status()
+    term = Terminal("--server", collector.url, "--interval", "0.2")
+    term.wait_for("soon unreachable")
+    collector.stop()
+    term.wait_for("stale: cannot reach the collector")
+    os.write(term.fd, b"q")
+    assert term.exit_code() == 0

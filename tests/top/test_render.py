@@ -8,7 +8,14 @@ import math
 import pytest
 from rich.console import Console
 
-from stepwatch.top import Snapshot, TopClient, format_duration, render, sparkline
+from stepwatch.top import (
+    AlertRow,
+    Snapshot,
+    TopClient,
+    format_duration,
+    render,
+    sparkline,
+)
 
 from .conftest import GPUS_PER_NODE, NODES, PLANNED, STEPS, Pushed
 
@@ -77,3 +84,27 @@ def test_sparkline(values: list[float], expected: str) -> None:
 )
 def test_format_duration(seconds: float, expected: str) -> None:
     assert format_duration(seconds) == expected
+
+
+def test_many_alerts_show_the_newest_and_the_count() -> None:
+    alerts = tuple(
+        AlertRow(f"rule{i}", "warning", f"alert number {i}", since=float(i)) for i in range(8)
+    )
+    text = text_of(Snapshot("r", "r", "running", taken_at=100.0, alerts=alerts))
+    assert "8 open alerts (3 older not shown)" in text
+    shown = [i for i in range(8) if f"alert number {i}" in text]
+    assert shown == [3, 4, 5, 6, 7]
+
+
+def test_a_row_per_node_when_a_row_per_gpu_does_not_fit(pushed: Pushed) -> None:
+    with TopClient(pushed.url) as client:
+        snap = client.snapshot(pushed.run_id)
+    out = io.StringIO()
+    Console(file=out, width=100).print(render(snap, height=12))
+    lines = out.getvalue().splitlines()
+    assert len(lines) <= 12
+    assert any("util (mean)" in line for line in lines)
+    rows = [line.split() for line in lines if "GiB" in line]
+    assert [row[:2] for row in rows] == [[node, str(GPUS_PER_NODE)] for node in NODES]
+    assert "71°C" in rows[1] and "1000 W" in " ".join(rows[1])  # hottest GPU, summed power
+    assert "util (mean)" not in text_of(snap)  # room for every GPU: a row each

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 import select
+import sys
 import time
 from types import TracebackType
 from typing import IO, Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
 from ._fetch import TopClient, TopError
 from ._render import render
-from ._snapshot import Snapshot
 
 __all__ = ["watch"]
 
@@ -65,19 +65,6 @@ class _Keys:
         return False
 
 
-def _frame(
-    client: TopClient, run_id: str, last: Snapshot | None
-) -> tuple[RenderableType, Snapshot | None]:
-    """The next frame; when the collector fails mid-way, the last good one with the reason."""
-    try:
-        snap = client.snapshot(run_id)
-    except TopError as exc:
-        if last is None:
-            raise
-        return Group(render(last, time.time()), Text(f"stale: {exc}", style="red")), last
-    return render(snap), snap
-
-
 def _footer(interval_s: float) -> Text:
     now = time.strftime("%H:%M:%S")
     return Text(f"q quits · every {interval_s:g} s · {now}", style="dim")
@@ -119,15 +106,22 @@ def watch(
 def _loop(
     client: TopClient, run_id: str, interval_s: float, console: Console, keys: IO[Any] | None
 ) -> None:
-    import sys
-
-    frame, last = _frame(client, run_id, None)
+    """Redraw every ``interval_s`` at the terminal's current size; a failed fetch keeps the
+    last good frame on screen with the reason, and the next one is tried as usual."""
+    last, error = client.snapshot(run_id), None
     with (
         _Keys(sys.stdin if keys is None else keys) as pressed,
         Live(console=console, auto_refresh=False, screen=console.is_terminal) as live,
     ):
         while True:
-            live.update(Group(frame, _footer(interval_s)), refresh=True)
+            notes = [Text(f"stale: {error}", style="red")] if error else []
+            notes.append(_footer(interval_s))
+            now = time.time() if error else None
+            frame = render(last, now, height=console.height - len(notes))
+            live.update(Group(frame, *notes), refresh=True)
             if pressed.quit_within(interval_s):
                 return
-            frame, last = _frame(client, run_id, last)
+            try:
+                last, error = client.snapshot(run_id), None
+            except TopError as exc:
+                error = exc

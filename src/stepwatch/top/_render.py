@@ -20,6 +20,10 @@ _BAR = 8
 _STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "killed": "yellow"}
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 GIB = 1024**3
+#: Open alerts listed; the count says how many more there are.
+MAX_ALERTS = 5
+#: Lines of the header panel.
+HEADER_LINES = 5
 
 
 def sparkline(values: Sequence[float]) -> Text:
@@ -66,7 +70,7 @@ def _si(value: float | None) -> str:
 
 def _fraction_bar(fraction: float, style: str, width: int = _BAR) -> Text:
     """A bar that reads without colour too: filled blocks, then shaded ones."""
-    if not math.isfinite(fraction):
+    if not math.isfinite(fraction) or fraction < 0:  # unknown
         return Text("·" * width, style="dim")
     filled = round(min(1.0, max(0.0, fraction)) * width)
     return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
@@ -137,8 +141,8 @@ def _header(snap: Snapshot, now: float) -> Panel:
 
 
 def _gpu_cells(g: GpuRow) -> list[RenderableType]:
-    mem = g.mem_used_bytes / g.mem_total_bytes if g.mem_total_bytes else math.nan
-    power = g.power_w / g.power_limit_w if g.power_limit_w else math.nan
+    mem = _fraction(g.mem_used_bytes, g.mem_total_bytes)
+    power = _fraction(g.power_w, g.power_limit_w)
     temp_style = "red" if g.temp_c >= 85 else "yellow" if g.temp_c >= 75 else ""
     util = "–" if math.isnan(g.util_pct) else f"{g.util_pct:3.0f}%"
     memory = "–" if math.isnan(g.mem_used_bytes) else f"{g.mem_used_bytes / GIB:.1f}"
@@ -154,23 +158,57 @@ def _gpu_cells(g: GpuRow) -> list[RenderableType]:
     ]
 
 
-def _gpu_table(gpus: Sequence[GpuRow]) -> RenderableType:
+def _gpu_table(gpus: Sequence[GpuRow], max_rows: int | None) -> RenderableType:
+    """A row per GPU; a row per node (averaged, fullest, hottest, summed) when they do not fit."""
     if not gpus:
         return Text("no GPU readings for this run", style="dim")
-    table = Table(box=None, padding=(0, 1), header_style="bold", title_justify="left")
-    for name in ("node", "gpu", "util", "memory", "temp", "power"):
+    per_node = max_rows is not None and len(gpus) + 1 > max_rows
+    rows = _node_rows(gpus) if per_node else gpus
+    columns = ("node", "gpus", "util (mean)", "memory (fullest)", "temp (max)", "power (sum)")
+    table = Table(box=None, padding=(0, 1), header_style="bold")
+    for name in columns if per_node else ("node", "gpu", "util", "memory", "temp", "power"):
         table.add_column(name, no_wrap=True)
     shown_node = None
-    for g in gpus:
-        if shown_node is not None and g.node != shown_node:
-            table.add_section()
+    for g in rows:
         node = g.node if g.node != shown_node else ""
         table.add_row(node, g.gpu, *_gpu_cells(g))
         shown_node = g.node
     return table
 
 
+def _node_rows(gpus: Sequence[GpuRow]) -> list[GpuRow]:
+    """One GpuRow per node that stands for its GPUs; ``gpu`` holds how many there are."""
+    nodes: dict[str, list[GpuRow]] = {}
+    for g in gpus:
+        nodes.setdefault(g.node, []).append(g)
+    rows = []
+    for node, group in nodes.items():
+        util = [g.util_pct for g in group if math.isfinite(g.util_pct)]
+        fullest = max(group, key=lambda g: _fraction(g.mem_used_bytes, g.mem_total_bytes))
+        temps = [g.temp_c for g in group if math.isfinite(g.temp_c)]
+        rows.append(
+            GpuRow(
+                node,
+                str(len(group)),
+                sum(util) / len(util) if util else math.nan,
+                fullest.mem_used_bytes,
+                fullest.mem_total_bytes,
+                max(temps, default=math.nan),
+                math.fsum(g.power_w for g in group),
+                math.fsum(g.power_limit_w for g in group),
+            )
+        )
+    return rows
+
+
+def _fraction(part: float, whole: float) -> float:
+    """part / whole, or -1 when unknown (so it sorts below every known fraction)."""
+    value = part / whole if whole else math.nan
+    return value if math.isfinite(value) else -1.0
+
+
 def _alerts(alerts: Sequence[AlertRow] | None, now: float) -> RenderableType:
+    """The newest MAX_ALERTS open alerts, above the GPUs so a long GPU list never hides them."""
     if alerts is None:
         return Text("alerts: this collector offers none", style="dim")
     if not alerts:
@@ -178,17 +216,29 @@ def _alerts(alerts: Sequence[AlertRow] | None, now: float) -> RenderableType:
     table = Table(box=None, padding=(0, 1), header_style="bold")
     for name in ("severity", "alert", "what", "since"):
         table.add_column(name, no_wrap=name != "what")
-    for a in alerts:
+    newest = sorted(alerts, key=lambda a: a.since or 0.0, reverse=True)
+    for a in newest[:MAX_ALERTS]:
         where = " ".join(f"{k}={v}" for k, v in a.labels.items())
-        what = a.summary or where
         since = "" if a.since is None else format_duration(now - a.since)
-        table.add_row(
-            Text(a.severity, style=_SEVERITY_STYLE.get(a.severity, "")), a.name, what, since
-        )
-    return Group(Text(f"{len(alerts)} open alerts", style="bold red"), table)
+        severity = Text(a.severity, style=_SEVERITY_STYLE.get(a.severity, ""))
+        table.add_row(severity, a.name, a.summary or where, since)
+    more = len(alerts) - MAX_ALERTS
+    title = f"{len(alerts)} open alerts" + (f" ({more} older not shown)" if more > 0 else "")
+    return Group(Text(title, style="bold red"), table)
 
 
-def render(snap: Snapshot, now: float | None = None) -> RenderableType:
-    """The whole frame; ``now`` (wall-clock seconds) dates the ages shown (default: when taken)."""
+def render(snap: Snapshot, now: float | None = None, height: int | None = None) -> RenderableType:
+    """The whole frame.
+
+    Args:
+        snap: what to show.
+        now: wall-clock seconds that date the ages shown (default: when the snapshot was taken).
+        height: lines available; when a row per GPU would not fit, a row per node is shown.
+    """
     at = snap.taken_at if now is None else now
-    return Group(_header(snap, at), _gpu_table(snap.gpus), Text(""), _alerts(snap.alerts, at))
+    alerts = _alerts(snap.alerts, at)
+    max_rows = None
+    if height is not None:
+        alert_lines = 2 + min(len(snap.alerts), MAX_ALERTS) if snap.alerts else 1
+        max_rows = height - HEADER_LINES - alert_lines
+    return Group(_header(snap, at), alerts, _gpu_table(snap.gpus, max_rows))
