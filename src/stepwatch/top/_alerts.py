@@ -1,7 +1,8 @@
 """Open alerts from what a collector offers: its alerts API, or else its alert events.
 
-Alert events record an alert's lifecycle (``data.state``: pending, firing,
-resolved...); an alert is open while its newest event is not in a closed state.
+Both carry the same fields (the API's alerts are the events' ``data``): rule,
+kind, state, severity, since, annotations. An alert is open while its newest
+transition is not in a closed state.
 """
 
 from __future__ import annotations
@@ -25,64 +26,43 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _labels(value: Any) -> dict[str, str]:
-    """An alert's labels, less the run (the whole screen is about one run)."""
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): str(v) for k, v in value.items() if k != "run"}
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
-def _name(fields: Mapping[str, Any]) -> str:
-    for key in ("alert", "rule", "name", "kind"):
-        value = fields.get(key)
-        if isinstance(value, Mapping):
-            value = value.get("alert") or value.get("name")
-        if isinstance(value, str) and value:
-            return value
-    return "alert"
+def _is_open(fields: Mapping[str, Any]) -> bool:
+    return (_text(fields.get("state")) or "firing").lower() not in CLOSED_STATES
 
 
-def _row(fields: Mapping[str, Any], labels: Any, text: str = "", ts: Any = None) -> AlertRow:
-    annotations = fields.get("annotations")
-    summary = _text(fields.get("summary")) or (
-        _text(annotations.get("summary")) if isinstance(annotations, Mapping) else ""
-    )
+def _row(fields: Mapping[str, Any], labels: Any, text: str, ts: Any) -> AlertRow:
+    """An alert's fields as a row; the run label is left out (the screen is about one run)."""
     since = _number(fields.get("since"))
     return AlertRow(
-        name=_name(fields),
+        name=_text(fields.get("rule")) or _text(fields.get("kind")) or "alert",
         severity=_text(fields.get("severity")),
-        summary=summary or _text(fields.get("text")) or text,
+        summary=_text(_mapping(fields.get("annotations")).get("summary")) or text,
         since=_number(ts) if since is None else since,
-        labels=_labels(labels),
+        labels={str(k): str(v) for k, v in _mapping(labels).items() if k != "run"},
     )
 
 
 def alerts_from_api(body: Any) -> tuple[AlertRow, ...]:
-    """Rows from the alerts API's answer: a list of alerts, or an object holding one."""
-    items = body.get("alerts", []) if isinstance(body, Mapping) else body
-    if not isinstance(items, list):
-        return ()
-    rows = [
-        _row(a, a.get("labels"), ts=a.get("ts") or a.get("started"))
-        for a in items
-        if isinstance(a, Mapping) and _text(a.get("state")).lower() not in CLOSED_STATES
-    ]
-    return tuple(rows)
+    """Rows from ``GET /api/v1/alerts``: a list of alerts, each in its latest state."""
+    items = [a for a in body if isinstance(a, Mapping)] if isinstance(body, list) else []
+    return tuple(_row(a, a.get("labels"), "", a.get("ts")) for a in items if _is_open(a))
 
 
 def open_alerts_from_events(events: Iterable[Mapping[str, Any]]) -> tuple[AlertRow, ...]:
     """The alerts whose newest event (by time) leaves them open, oldest first."""
     newest: dict[tuple[str, tuple[tuple[str, str], ...]], Mapping[str, Any]] = {}
     for event in sorted(events, key=lambda e: _number(e.get("ts")) or 0.0):
-        data = event.get("data")
-        data = data if isinstance(data, Mapping) else {}
+        data = _mapping(event.get("data"))
         who = _text(data.get("id")) or _text(data.get("rule")) or _text(event.get("text"))
-        newest[(who, tuple(sorted(_labels(event.get("labels")).items())))] = event
-    rows = []
-    for event in newest.values():
-        data = event.get("data")
-        data = data if isinstance(data, Mapping) else {}
-        if (_text(data.get("state")) or "firing").lower() in CLOSED_STATES:
-            continue
-        rows.append(_row(data, event.get("labels"), _text(event.get("text")), event.get("ts")))
+        labels = sorted((str(k), str(v)) for k, v in _mapping(event.get("labels")).items())
+        newest[(who, tuple(labels))] = event
+    rows = [
+        _row(data, e.get("labels"), _text(e.get("text")), e.get("ts"))
+        for e in newest.values()
+        if _is_open(data := _mapping(e.get("data")))
+    ]
     return tuple(sorted(rows, key=lambda r: r.since or 0.0))
