@@ -134,6 +134,8 @@ def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is not installed: run scripts/system-deps")
     expect.set_options(timeout=EXPECT_TIMEOUT_MS)  # a loaded test machine draws slowly
+    for stale in SCREENSHOTS.glob("*.png"):  # the folder shows this session's tests only
+        stale.unlink()
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
