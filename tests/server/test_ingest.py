@@ -85,7 +85,7 @@ def test_json_batch_round_trips_with_non_finite_strings(server) -> None:
             "step": [1, 2, 3, 4],
             "value": [2.5, "NaN", "+Inf", "-Inf"],
         }
-        events = client.get("/api/v1/events", params={"run": "rj"}).json()
+        events = client.get("/api/v1/events", params={"run": "rj", "kind": "log"}).json()
     assert [(e["ts"], e["kind"], e["text"]) for e in events] == [(12.5, "log", "hello")]
 
 

@@ -24,6 +24,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         help="require 'Authorization: Bearer TOKEN' (default: env STEPWATCH_TOKEN)",
     )
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    parser.add_argument(
+        "--rules", type=Path, action="append", default=[], help="rule file (repeatable)"
+    )
     args = parser.parse_args(argv)
     serve(
         args.store,
@@ -31,6 +34,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         port=args.port,
         token=args.token or None,
         max_body_bytes=args.max_body_bytes,
+        rules=args.rules,
     )
 
 

@@ -13,14 +13,18 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from ..detect import RuleFiles, builtin_rules
 from ..store import Store
+from ._alerts import alerts_router
 from ._auth import Auth
 from ._dashboard import dashboard_router
+from ._detection import Detection
 from ._errors import install_error_handlers
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
 from ._query import query_router
 from ._runs import runs_router
+from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
 from ._writer import GroupWriter
 
@@ -61,6 +65,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
+    rules: RuleFiles | None = None,
+    lateness_s: float = 2.0,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
@@ -70,20 +76,27 @@ def create_app(
         max_body_bytes: ingest bodies above this are refused with 413.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
+        rules: the detection rules, watched for changes (default: the built-in pack).
+        lateness_s: data time the rules comparing members wait for late samples.
     """
     writer = GroupWriter(store, compact_interval_s=compact_interval_s)
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
+    rules = rules or RuleFiles(base=builtin_rules())
+    detection = Detection(store, writer, rules, lateness_s=lateness_s, clock=clock)
+    writer.on_commit.append(detection.live.feed)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         writer.start()
         streams.open()
+        detection.start()
         try:
             yield
         finally:
             streams.close()
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
+            await run_in_threadpool(detection.stop)  # detect what the writer handed over last
 
     app = FastAPI(
         title="stepwatch collector",
@@ -94,11 +107,14 @@ def create_app(
     )
     install_error_handlers(app)
     app.state.streams = streams  # the server closes them first when it stops
+    app.state.alert_streams = detection.streams  # these too
     app.include_router(_probes(writer))
     app.include_router(ingest_router(writer, max_body_bytes, clock))
     app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
     app.include_router(stream_router(streams))
     app.include_router(runs_router(store, clock))
+    app.include_router(alerts_router(detection))
+    app.include_router(silences_router(detection.silences))
     app.include_router(query_router(store))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

@@ -6,13 +6,14 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import uvicorn
 
+from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import Auth, is_loopback
@@ -53,8 +54,10 @@ class ServerThread:
         token: str | None = None,
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        rules: Sequence[str | Path] = (),
     ) -> None:
         self._store_path = Path(store_path)
+        self._rules = RuleFiles(rules, base=builtin_rules())
         self._host = host
         self._port = port
         self._auth = Auth(token)
@@ -72,14 +75,18 @@ class ServerThread:
                 "set --token or STEPWATCH_TOKEN",
                 self._host,
             )
+        self._rules.load()  # a mistake in a rule file stops the start, before anything opens
         self._store = Store(self._store_path)
         try:
             self._sock = _bind(self._host, self._port)
         except OSError:
             self._store.close()
             raise
-        app = create_app(self._store, auth=self._auth, max_body_bytes=self._max_body_bytes)
+        app = create_app(
+            self._store, auth=self._auth, max_body_bytes=self._max_body_bytes, rules=self._rules
+        )
         self._streams = app.state.streams
+        self._alert_streams = app.state.alert_streams
         config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
         self._server = server = _Uvicorn(config, self._listening)
         self._thread = threading.Thread(
@@ -104,6 +111,7 @@ class ServerThread:
         if self._server is not None:
             self._server.should_exit = True
             self._streams.close()  # open event streams would hold the shutdown up
+            self._alert_streams.close()
 
     def join(self) -> None:
         """Wait until the server has shut down."""
@@ -165,6 +173,7 @@ def serve(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     out: Callable[[str], None] = print,
+    rules: Sequence[str | Path] = (),
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -175,8 +184,10 @@ def serve(
         ready: set once the collector listens.
         max_body_bytes: ingest bodies above this are refused with 413.
         out: where the URL line goes.
+        rules: rule files added to the built-in pack (a rule of the same group and name
+            replaces the built-in one); re-read when they change.
     """
-    server = ServerThread(store_path, host, port, token, max_body_bytes=max_body_bytes)
+    server = ServerThread(store_path, host, port, token, max_body_bytes=max_body_bytes, rules=rules)
     with _stop_on_signals(server.request_stop):
         with _signals_for_main_thread_only():
             server.start()

@@ -1,0 +1,88 @@
+"""The collector's live detection: the detector thread, its silences, where its alerts go, and
+what a previous life of the collector left in the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..detect import (
+    ALERT_EVENT,
+    SILENCE_EVENT,
+    SILENCE_EXPIRED_EVENT,
+    AlertState,
+    LiveAlert,
+    LiveDetector,
+    RuleFiles,
+    SilenceBook,
+)
+from ..store import Store
+from ._alert_stream import AlertStreams
+from ._event_log import EventLog
+from ._writer import GroupWriter
+
+__all__ = ["ACK_EVENT", "Detection", "latest_alerts"]
+
+#: The event kind of a person acknowledging an alert.
+ACK_EVENT = "alert_ack"
+#: How many of the newest events of one kind the collector reads back (alerts, silences).
+HISTORY = 100_000
+
+
+def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
+    """The latest transition of each alert the store holds, by id, oldest first."""
+    latest: dict[str, LiveAlert] = {}
+    for event in store.events(run=run, kind=ALERT_EVENT, limit=HISTORY):
+        alert = LiveAlert.from_event(event)
+        latest.pop(alert.id, None)
+        latest[alert.id] = alert
+    return latest
+
+
+def acked_ids(store: Store, run: str | None = None) -> set[str]:
+    """Alerts someone acknowledged."""
+    return {str(e.data.get("id")) for e in store.events(run=run, kind=ACK_EVENT, limit=HISTORY)}
+
+
+class Detection:
+    """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences restored
+    from their events, firing alerts of a previous life resolved at start, SSE streams fed.
+
+    Args:
+        store: the collector's store.
+        writer: its group writer (events take the same path as batches).
+        rules: the rules to run and watch.
+        lateness_s: data time the member-comparing rules wait for late samples.
+        clock: wall time for silences and acks.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        writer: GroupWriter,
+        rules: RuleFiles,
+        *,
+        lateness_s: float = 2.0,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store, self.clock = store, clock
+        self.log = EventLog(store, writer)
+        self.silences = SilenceBook(self.log.write, clock)
+        self.silences.restore(
+            store.events(kind=SILENCE_EVENT, limit=HISTORY)
+            + store.events(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
+        )
+        stale = [a for a in latest_alerts(store).values() if a.state == AlertState.FIRING]
+        self.live = LiveDetector(
+            rules, self.log.record, silences=self.silences, lateness_s=lateness_s, stale=stale
+        )
+        self.streams = AlertStreams()
+        self.live.subscribe(self.streams.publish, muted=True)
+
+    def start(self) -> None:
+        self.streams.open()
+        self.live.start()
+
+    def stop(self) -> None:
+        """End the streams, then let the detector finish what the writer handed it."""
+        self.streams.close()
+        self.live.stop()

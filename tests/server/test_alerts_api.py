@@ -1,0 +1,221 @@
+"""Alerts and silences over HTTP: a NaN loss ingested through the real route becomes an alert
+in the list and in the event stream; silences mute, expire and outlive a restart."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from stepwatch.server import ServerThread
+
+T0 = 1_780_000_000.0
+WAIT_S = 30.0
+
+
+def _loss_doc(seq: int, run: str, values: list[float | str], t0: float = T0) -> dict[str, Any]:
+    samples = [
+        {"name": "loss", "labels": {"run": run}, "step": i, "ts": t0 + i, "value": v}
+        for i, v in enumerate(values)
+    ]
+    return {"source": f"trainer-{run}", "seq": seq, "samples": samples}
+
+
+def _until(fetch: Callable[[], Any]) -> Any:
+    """Poll until ``fetch`` gives something truthy (detection runs after the ack)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        found = fetch()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+class Stream:
+    """Reads an SSE stream on a thread until it ends or ``count`` alert events arrived."""
+
+    def __init__(self, url: str, count: int = 1) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.connected = threading.Event()
+        self.ended = threading.Event()
+        self._url, self._count = url, count
+        self._thread = threading.Thread(target=self._read, name="sse-reader")
+        self._thread.start()
+        assert self.connected.wait(WAIT_S), "the stream did not open"
+
+    def _read(self) -> None:
+        try:
+            with httpx.stream("GET", self._url, timeout=WAIT_S) as response:
+                self.status = response.status_code
+                self.content_type = response.headers["content-type"]
+                kind = None
+                for line in response.iter_lines():
+                    if line == ": connected":
+                        self.connected.set()
+                    elif line.startswith("event: "):
+                        kind = line[len("event: ") :]
+                    elif line.startswith("data: ") and kind == "alert":
+                        self.events.append(json.loads(line[len("data: ") :]))
+                        if len(self.events) >= self._count:
+                            return
+        finally:
+            self.connected.set()
+            self.ended.set()
+
+    def join(self) -> None:
+        self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), "the stream is still open"
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[[], ServerThread]]:
+    """Collectors in this process over one store file, one after another; all stopped at the end."""
+    running: list[ServerThread] = []
+
+    def start() -> ServerThread:
+        server = ServerThread(tmp_path / "store.duckdb", port=0)
+        running.append(server.start())
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+def api(servers: Callable[[], ServerThread]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=servers().url, timeout=WAIT_S) as client:
+        yield client
+
+
+def _base(api: httpx.Client) -> str:
+    return str(api.base_url).rstrip("/")
+
+
+def _alerts(api: httpx.Client, **params: Any) -> list[dict[str, Any]]:
+    response = api.get("/api/v1/alerts", params=params)
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+def test_a_nan_loss_is_listed_and_streamed(api: httpx.Client) -> None:
+    stream = Stream(f"{str(api.base_url).rstrip('/')}/api/v1/alerts/stream?run=r1", count=2)
+    other_run = api.post("/api/v1/ingest", json=_loss_doc(1, "r0", [1.0, "NaN", 1.0]))
+    assert other_run.status_code == 200  # another run's alerts are not on this stream
+    response = api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, 1.9, "NaN", 1.8, 1.7]))
+    assert response.status_code == 200 and response.json()["applied"]
+    stream.join()
+    assert stream.content_type.startswith("text/event-stream")
+    firing, resolved = stream.events
+    assert (firing["state"], resolved["state"]) == ("firing", "resolved")
+    assert firing["id"] == resolved["id"]
+    assert firing["kind"] == "nonfinite" and firing["labels"] == {"run": "r1"}
+    assert (firing["since"], firing["ts"], resolved["ts"]) == (T0 + 2, T0 + 2, T0 + 3)
+    assert firing["value"] == "NaN" and firing["severity"] == "critical"
+    assert firing["annotations"]["summary"] and firing["playbook"]
+    (listed,) = _until(lambda: _alerts(api, run="r1", state="all"))
+    assert listed == {**resolved, "acked": False}
+
+
+def test_alerts_filter_by_state_kind_and_run(api: httpx.Client) -> None:
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN", "NaN"]))  # stays firing
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r2", [1.0, "NaN", 1.0]))  # fires, resolves
+    assert len(_until(lambda: len(_alerts(api, state="all")) == 2 and _alerts(api, state="all")))
+    (open_,) = _alerts(api)
+    assert open_["labels"]["run"] == "r1" and open_["state"] == "firing"
+    assert _alerts(api, state="firing") == [open_]
+    (done,) = _alerts(api, state="resolved")
+    assert done["labels"]["run"] == "r2"
+    assert _alerts(api, state="pending") == []
+    assert _alerts(api, state="all", kind="gpu_thermal") == []
+    assert [a["labels"]["run"] for a in _alerts(api, state="all", run="r2")] == ["r2"]
+    assert len(_alerts(api, state="all", limit=1)) == 1
+    bad = api.get("/api/v1/alerts", params={"state": "sleeping"})
+    assert bad.status_code == 400 and "state" in bad.json()["error"]
+
+
+def test_ack_marks_an_alert_and_unknown_ids_are_404(api: httpx.Client) -> None:
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
+    (alert,) = _until(lambda: _alerts(api))
+    response = api.post(f"/api/v1/alerts/{alert['id']}/ack", json={"by": "ops", "comment": "mine"})
+    assert response.status_code == 200 and response.json()["acked"] is True
+    assert _alerts(api)[0]["acked"] is True
+    (ack,) = api.get("/api/v1/events", params={"kind": "alert_ack"}).json()
+    assert ack["data"] == {"id": alert["id"], "by": "ops", "comment": "mine"}
+    assert api.post("/api/v1/alerts/nope/ack", json={}).status_code == 404
+
+
+def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client) -> None:
+    body = {"matchers": ["run=r1", "kind=~non.*"], "duration_s": 3600, "comment": "known"}
+    created = api.post("/api/v1/silences", json={**body, "created_by": "ops"})
+    assert created.status_code == 201
+    silence = created.json()
+    assert silence["matchers"] == ["run=r1", "kind=~non.*"] and silence["active"] is True
+    assert silence["ends"] - silence["starts"] == pytest.approx(3600)
+    assert api.get("/api/v1/silences").json() == [silence]
+    stream = Stream(f"{str(api.base_url).rstrip('/')}/api/v1/alerts/stream", count=2)
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))  # silenced
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r2", [1.0, "NaN"]))  # not
+    stream.join()
+    assert {e["labels"]["run"]: e["silenced"] for e in stream.events} == {"r1": True, "r2": False}
+    expired = api.delete(f"/api/v1/silences/{silence['id']}")
+    assert expired.status_code == 200 and expired.json()["active"] is False
+    assert api.get("/api/v1/silences").json() == []
+    (old,) = api.get("/api/v1/silences", params={"all": 1}).json()
+    assert old["id"] == silence["id"] and old["ends"] < silence["ends"]
+    assert api.delete("/api/v1/silences/nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"matchers": [], "duration_s": 60}, "matchers"),
+        ({"matchers": ["node=n1"]}, "exactly one of duration_s or ends_at"),
+        ({"matchers": ["node=n1"], "duration_s": 60, "ends_at": 2e9}, "exactly one"),
+        ({"matchers": ["node=n1"], "duration_s": -5}, "duration_s"),
+        ({"matchers": ["node=n1"], "ends_at": 1000.0}, "not in the future"),
+        ({"matchers": ["node"], "duration_s": 60}, "LABEL=VALUE"),
+        ({"matchers": ["node=~("], "duration_s": 60}, "regular expression"),
+        ({"matchers": ["node=n1"], "duration_s": 60, "colour": "red"}, "colour"),
+    ],
+)
+def test_a_bad_silence_is_refused_and_changes_nothing(
+    api: httpx.Client, body: dict[str, Any], message: str
+) -> None:
+    response = api.post("/api/v1/silences", json=body)
+    assert response.status_code in (400, 422)
+    assert message in response.json()["error"]
+    assert api.get("/api/v1/silences", params={"all": 1}).json() == []
+    assert api.get("/api/v1/events", params={"kind": "silence"}).json() == []
+
+
+def test_silences_and_alerts_outlive_a_restart(servers: Callable[[], ServerThread]) -> None:
+    first = servers()
+    with httpx.Client(base_url=first.url, timeout=WAIT_S) as api:
+        kept = api.post("/api/v1/silences", json={"matchers": ["node=n1"], "duration_s": 600})
+        ended = api.post("/api/v1/silences", json={"matchers": ["node=n2"], "duration_s": 600})
+        api.delete(f"/api/v1/silences/{ended.json()['id']}")
+        api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
+        (firing,) = _until(lambda: _alerts(api))
+    first.stop()
+    second = servers()
+    with httpx.Client(base_url=second.url, timeout=WAIT_S) as api:
+        assert [s["id"] for s in api.get("/api/v1/silences").json()] == [kept.json()["id"]]
+        assert len(api.get("/api/v1/silences", params={"all": 1}).json()) == 2
+        (after,) = _alerts(api, state="all")
+    assert after["id"] == firing["id"]
+    assert (after["state"], after["reason"]) == ("resolved", "collector restarted")
+
+
+def test_the_collector_stops_with_a_stream_open(servers: Callable[[], ServerThread]) -> None:
+    server = servers()
+    stream = Stream(f"{server.url}/api/v1/alerts/stream")
+    server.stop()
+    stream.join()
+    assert stream.ended.is_set() and stream.events == []
