@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -200,9 +200,8 @@ def dashboard(page: Page, live_demo: LiveDemo) -> Dashboard:
 
 
 def _on_console(message: ConsoleMessage, errors: list[str]) -> None:
-    where = message.location
-    # Chromium asks for /favicon.ico by itself; a page without one has not erred.
-    if message.type == "error" and urlsplit(where["url"]).path != "/favicon.ico":
+    if message.type == "error":
+        where = message.location
         errors.append(f"console.error {message.text} ({where['url']}:{where['lineNumber']})")
 
 
