@@ -37,6 +37,28 @@ def _store_option(
     )
 
 
+def _rules_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--rules FILE`` (repeatable): rule files the collector runs besides the built-in pack."""
+    return click.option(
+        "--rules",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Rule file added to the built-in pack; a rule of the same group and name "
+        "replaces the built-in one. Re-read when it changes (repeatable).",
+    )(fn)
+
+
+@contextmanager
+def _clear_rule_errors() -> Iterator[None]:
+    """A mistake in a rule file is its file:line message, not a traceback."""
+    from .detect import RuleError
+
+    try:
+        yield
+    except RuleError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="stepwatch")
 def main() -> None:
@@ -53,11 +75,15 @@ def main() -> None:
     default=None,
     help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
 )
-def server(store_path: Path, host: str, port: int, token: str | None) -> None:
-    """Run the collector: ingest, store, query API and web page."""
+@_rules_option
+def server(
+    store_path: Path, host: str, port: int, token: str | None, rules: tuple[Path, ...]
+) -> None:
+    """Run the collector: ingest, store, detection, query API and web page."""
     from .server import serve
 
-    serve(store_path, host=host, port=port, token=token)
+    with _clear_rule_errors():
+        serve(store_path, host=host, port=port, token=token, rules=rules)
 
 
 @main.command()
@@ -75,6 +101,7 @@ def server(store_path: Path, host: str, port: int, token: str | None) -> None:
     help="Seconds of wall time per simulated optimizer step.",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
+@_rules_option
 def demo(
     duration: float | None,
     nodes: int,
@@ -84,6 +111,7 @@ def demo(
     port: int,
     step_interval: float,
     seed: int,
+    rules: tuple[Path, ...],
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
     from .demo import DemoConfig, run_demo
@@ -97,9 +125,10 @@ def demo(
         port=port,
         step_interval_s=step_interval,
         seed=seed,
+        rules=rules,
     )
     stop = threading.Event()
-    with _stop_on_sigterm(stop):
+    with _stop_on_sigterm(stop), _clear_rule_errors():
         run_demo(config, out=click.echo, stop=stop)
 
 
@@ -267,6 +296,112 @@ def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None
         click.echo(f"Error: {result.error}", err=True)
     if result.rejected or result.unsent:
         sys.exit(1)
+
+
+def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--server`` and ``--token`` of the commands that talk to a running collector."""
+    fn = click.option("--token", envvar="STEPWATCH_TOKEN", default=None)(fn)
+    return click.option(
+        "--server",
+        "server_url",
+        envvar="STEPWATCH_SERVER",
+        default="http://127.0.0.1:7070",
+        show_default=True,
+        help="Collector URL (env STEPWATCH_SERVER).",
+    )(fn)
+
+
+@contextmanager
+def _alerts_client(server_url: str, token: str | None) -> Iterator[Any]:
+    """A client of the collector's alerts API; its errors are one line for the user."""
+    from .server._alerts_client import AlertsClient, ClientError
+
+    try:
+        with AlertsClient(server_url, token) as client:
+            yield client
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only the alerts of this run.")
+@click.option(
+    "--state",
+    type=click.Choice(["open", "firing", "pending", "resolved", "all"]),
+    default="open",
+    show_default=True,
+)
+@click.option("--kind", default=None, help="Only alerts of this anomaly kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+def alerts(
+    server_url: str, token: str | None, run_id: str | None, state: str, kind: str | None, limit: int
+) -> None:
+    """List the collector's alerts (latest state of each), newest first."""
+    from rich.console import Console
+
+    from .server._alerts_client import alerts_table
+
+    with _alerts_client(server_url, token) as client:
+        found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
+    Console().print(alerts_table(found))
+
+
+@main.group()
+def silence() -> None:
+    """Mute alerts for a while: add, list and expire silences on a collector."""
+
+
+@silence.command("add")
+@click.argument("matchers", nargs=-1, required=True)
+@click.option("--duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
+@click.option("--comment", default="", help="Why (shown with the silence).")
+@click.option("--by", "created_by", default=None, help="Who [default: the user name].")
+@_client_options
+def silence_add(
+    matchers: tuple[str, ...],
+    duration: str,
+    comment: str,
+    created_by: str | None,
+    server_url: str,
+    token: str | None,
+) -> None:
+    """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
+    import getpass
+
+    from .detect._yaml_fields import parse_duration
+
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--duration") from None
+    with _alerts_client(server_url, token) as client:
+        made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
+    click.echo(f"silence {made['id']} until {made['ends']:.0f}: {' '.join(made['matchers'])}")
+
+
+@silence.command("list")
+@click.option("--all", "include_ended", is_flag=True, help="Expired silences too.")
+@_client_options
+def silence_list(include_ended: bool, server_url: str, token: str | None) -> None:
+    """List the silences in force (or all of them)."""
+    from rich.console import Console
+
+    from .server._alerts_client import silences_table
+
+    with _alerts_client(server_url, token) as client:
+        found = client.silences(include_ended)
+    Console().print(silences_table(found))
+
+
+@silence.command("expire")
+@click.argument("silence_id")
+@_client_options
+def silence_expire(silence_id: str, server_url: str, token: str | None) -> None:
+    """End silence SILENCE_ID now."""
+    with _alerts_client(server_url, token) as client:
+        client.expire_silence(silence_id)
+    click.echo(f"silence {silence_id} expired")
 
 
 @main.group()

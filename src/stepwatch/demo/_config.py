@@ -28,6 +28,7 @@ class DemoConfig:
         planned_total_steps: the run's registered length; the demo ends there.
         flush_interval_s: how often each SDK run makes its buffer durable and ships it.
         spool_dir: where the SDK spools; None uses a temporary directory removed at the end.
+        rules: rule files the collector runs besides the built-in pack (re-read on change).
     """
 
     nodes: int = 4
@@ -45,6 +46,7 @@ class DemoConfig:
     planned_total_steps: int = 20_000
     flush_interval_s: float = 1.0
     spool_dir: Path | None = None
+    rules: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if self.duration_s is not None and not self.duration_s > 0:

@@ -1,0 +1,143 @@
+"""The alerts and silences API from the command line: an HTTP client and its tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from rich.table import Table
+
+__all__ = ["AlertsClient", "ClientError", "alerts_table", "silences_table"]
+
+
+class ClientError(RuntimeError):
+    """The collector could not be reached, or refused the request (its message included)."""
+
+
+class AlertsClient:
+    """Talks to a collector's alerts and silences routes.
+
+    Args:
+        url: the collector, e.g. ``http://127.0.0.1:7070``.
+        token: sent as ``Authorization: Bearer TOKEN`` when given.
+        transport: an httpx transport (tests and embedding); the network by default.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self._url, headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AlertsClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ClientError(f"cannot reach the collector at {self._url}: {exc}") from None
+        if response.is_success:
+            return response.json()
+        try:
+            message = response.json().get("error", response.text)
+        except ValueError:
+            message = response.text
+        raise ClientError(f"{method} {path}: HTTP {response.status_code}: {message}")
+
+    def alerts(
+        self,
+        run: str | None = None,
+        state: str = "open",
+        kind: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        params = {"state": state, "limit": limit, "run": run, "kind": kind}
+        found = self._call(
+            "GET", "/api/v1/alerts", params={k: v for k, v in params.items() if v is not None}
+        )
+        return list(found)
+
+    def add_silence(
+        self, matchers: Sequence[str], duration_s: float, comment: str = "", created_by: str = ""
+    ) -> dict[str, Any]:
+        body = {
+            "matchers": list(matchers),
+            "duration_s": duration_s,
+            "comment": comment,
+            "created_by": created_by,
+        }
+        return dict(self._call("POST", "/api/v1/silences", json=body))
+
+    def silences(self, include_ended: bool = False) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/api/v1/silences", params={"all": include_ended}))
+
+    def expire_silence(self, silence_id: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/api/v1/silences/{silence_id}"))
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, (int, float)):
+        return str(ts)
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _entity(labels: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
+    """One row per alert: state, severity, kind, entity, since, what it says."""
+    table = Table(title=f"{len(alerts)} alerts", title_justify="left")
+    for column in ("id", "state", "severity", "kind", "labels", "since (UTC)", "summary"):
+        table.add_column(column, overflow="fold")
+    for a in alerts:
+        state = a["state"]
+        marks = [m for m in ("silenced", "inhibited", "acked") if a.get(m)]
+        if marks:
+            state += f" ({', '.join(marks)})"
+        summary = a.get("annotations", {}).get("summary", "")
+        table.add_row(
+            a["id"],
+            state,
+            a["severity"],
+            a["kind"],
+            _entity(a["labels"]),
+            _when(a["since"]),
+            summary,
+        )
+    return table
+
+
+def silences_table(silences: Sequence[dict[str, Any]]) -> Table:
+    """One row per silence: its matchers, window, who and why."""
+    table = Table(title=f"{len(silences)} silences", title_justify="left")
+    for column in ("id", "matchers", "starts (UTC)", "ends (UTC)", "active", "by", "comment"):
+        table.add_column(column, overflow="fold")
+    for s in silences:
+        table.add_row(
+            s["id"],
+            " ".join(s["matchers"]),
+            _when(s["starts"]),
+            _when(s["ends"]),
+            "yes" if s["active"] else "no",
+            s.get("created_by", ""),
+            s.get("comment", ""),
+        )
+    return table
