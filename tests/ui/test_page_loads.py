@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from .conftest import Dashboard, LiveDemo
@@ -28,3 +29,29 @@ def test_console_errors_are_collected(page: Page, page_errors: list[str]) -> Non
     assert any("broken on purpose" in e for e in page_errors), page_errors
     assert any("thrown on purpose" in e for e in page_errors), page_errors
     page_errors.clear()
+
+
+#: Each view, and a chart it draws from the demo's data (None: a view without charts for it).
+VIEWS = {
+    "runs": None,
+    "overview": "train.loss",
+    "hardware": "gpu.util_pct:node0",
+    "steptime": "train.step_time_s",
+    "heatmap": "heatmap",
+    "node": "node:gpu.util_pct",
+    "alerts": None,
+    "logs": None,
+    "compare": None,
+}
+
+
+@pytest.mark.parametrize(("view", "chart"), VIEWS.items())
+def test_every_view_opens_and_draws(
+    view: str, chart: str | None, dashboard: Dashboard, live_demo: LiveDemo
+) -> None:
+    expect(dashboard.open(view, run=live_demo.run_id)).to_be_visible()
+    if chart is not None:
+        dashboard.chart(chart, min_points=2)
+    charts = dashboard.page.locator("[data-chart]")
+    for i in range(charts.count()):
+        expect(charts.nth(i)).to_have_attribute("data-ready", "1")
