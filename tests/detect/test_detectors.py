@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from stepwatch.detect._base import Detector, Verdict, decayed_cumsum
 from stepwatch.detect._detector_trend import Plateau, Rise, TrendSlope
-from stepwatch.detect._detectors import Cusum, HoldFor, NonFinite, RobustZ, Threshold
+from stepwatch.detect._detectors import Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
 
 N = 600
 TS = 1_780_000_000.0 + 10.0 * np.arange(N)
@@ -48,6 +48,7 @@ DETECTORS: dict[str, Callable[[], Detector]] = {
     "trend": lambda: TrendSlope(halflife_s=600.0, threshold_pct_per_h=20.0),
     "plateau": lambda: Plateau(window=100),
     "rise": lambda: Rise(halflife=10.0, window=100),
+    "share": lambda: Share(3.0, window_s=50.0),
 }
 
 # Known answers: the exact anomalous samples, or the first one of a lasting alarm.
@@ -64,6 +65,7 @@ FIRST: dict[tuple[str, str], int] = {
     ("trend", "spike"): 300,  # least squares is not robust: a rule holds it for a while
     ("rise", "spike"): 300,  # so is a smoothed level: a rule holds it for a while
     ("rise", "step"): 301,  # doubling lifts a 10-sample EWMA 10 % within two samples
+    ("share", "step"): 302,  # three of the five samples in 50 s
 }
 QUIET = {"constant", "noise", "nonfinite", "spike"}
 
@@ -301,6 +303,18 @@ def test_rise_measures_the_smoothed_value_above_its_recent_best() -> None:
     assert not Rise(window=1000).update(np.arange(4500.0), forgotten).anomalous[-1]
 
 
+def test_share_holds_through_brief_dips_but_not_through_a_mostly_cool_window() -> None:
+    ts = 5.0 * np.arange(200)  # a sample every 5 s
+    temp = np.full(200, 86.0)
+    temp[::10] = 60.0  # an evaluation pause every 50 s cools the GPU for one sample
+    verdict = Share(80.0, ">=", window_s=300.0).update(ts, temp)
+    assert np.flatnonzero(verdict.anomalous)[0] == 60  # one whole window of data first
+    assert verdict.anomalous[60:].all()
+    assert verdict.score[-1] == pytest.approx(0.9, abs=0.02)
+    mostly_cool = np.where(np.arange(200) % 10 < 6, 60.0, 86.0)
+    assert not Share(80.0, ">=", window_s=300.0).update(ts, mostly_cool).anomalous.any()
+
+
 def test_a_spike_is_not_a_plateau() -> None:
     steps = np.arange(6000.0)
     loss = (2.0 + 8.0 * (steps + 10) ** -0.4) * (
@@ -333,6 +347,8 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: Plateau(ratio=1.5),
         lambda: Plateau(history=0),
         lambda: Rise(rise=0.0),
+        lambda: Share(1.0, window_s=0.0),
+        lambda: Share(1.0, share=1.5),
     ],
 )
 def test_bad_parameters_are_rejected(make: Callable[[], Detector]) -> None:

@@ -249,3 +249,21 @@ def test_one_alert_per_kind_and_entity_opened_by_the_first_closed_by_the_last() 
         ("dataloader_bottleneck", "resolved", 4.0, node),
         ("nonfinite", "firing", 1.0, run),
     ]
+
+
+def test_a_bitmask_threshold_fires_when_any_of_its_bits_is_set() -> None:
+    rules = """\
+groups:
+  - name: g
+    rules:
+      - alert: gpu_throttled_hot
+        kind: gpu_thermal
+        signal: {metric: gpu.throttle_reasons, by: [node, gpu]}
+        threshold: "& 0x60"
+"""
+    engine = Engine(parse_rules(rules, "rules.yaml", DETECTORS))
+    gpu = {"run": "r", "node": "n0", "gpu": "3"}
+    reasons = [0x1, 0x4, 0x40, 0x20 | 0x4, 0x0]  # idle, power cap, HW thermal, SW thermal, none
+    rows = [("gpu.throttle_reasons", gpu, float(t), float(v)) for t, v in enumerate(reasons)]
+    got = [(a.state, a.ts) for a in engine.process(_batch(rows)) if a.state != "pending"]
+    assert got == [("firing", 2.0), ("resolved", 4.0)]

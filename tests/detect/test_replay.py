@@ -18,7 +18,8 @@ ANOMALY_KINDS = {
     "grad_vanishing", "step_time_regression", "gpu_underutilized", "gpu_thermal", "gpu_errors",
     "host_memory_leak", "cpu_saturation", "disk_full", "log_oom", "log_nccl", "log_io_error",
     "log_nonfinite", "log_gpu_error", "straggler", "node_down",
-    "gpu_memory_pressure", "checkpoint_slow",
+    "gpu_memory_pressure", "checkpoint_slow", "dataloader_bottleneck", "sync_latency",
+    "gpu_power_anomaly",
 }  # fmt: skip
 
 
@@ -70,10 +71,10 @@ def test_replay_writes_the_alerts_of_a_recorded_scenario(tmp_path: Path) -> None
     alerts = list(read_alerts(out))
     start = 1.78e9
     assert [(a.kind, a.ts - start, a.labels) for a in alerts] == [
-        ("gpu_thermal", 600.0, {"run": "hot-gpu", "node": "node0", "gpu": 1}),
+        ("gpu_thermal", 445.0, {"run": "hot-gpu", "node": "node0", "gpu": 1}),  # half of 5 min
         ("log_oom", 720.0, {"run": "hot-gpu", "node": "node0"}),
     ]
-    assert "GPU 1 on node0 at 84" in alerts[0].extra["summary"]
+    assert "GPU 1 on node0 at 80 °C or more" in alerts[0].extra["summary"]
 
 
 def test_replay_with_a_bad_rule_file_says_where(tmp_path: Path) -> None:

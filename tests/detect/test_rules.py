@@ -99,6 +99,8 @@ MISTAKES = [
      "unknown detector 'isolation_forest'; expected one of nonfinite, robust_z"),
     (_rule_file(BASE + "  threshold: 'above 80'\n"), 6, "groups[0].rules[0].threshold",
      "expected a comparison like '> 80'"),
+    (_rule_file(BASE + "  threshold: '& 0xZZ'\n"), 6, "groups[0].rules[0].threshold",
+     "'& 0x60' (any of these bits)"),
     (_rule_file(BASE + "  threshold: '> 1'\n  severity: urgent\n"), 7,
      "groups[0].rules[0].severity", "expected one of info, warning, critical"),
     (_rule_file(BASE + "  threshold: '> 1'\n  annotations: {summary: '{{ $valeu }}'}\n"), 7,

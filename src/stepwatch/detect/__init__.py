@@ -5,7 +5,7 @@ from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
-from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Threshold
+from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._live import LiveDetector, LiveStats, ReloadOutcome
@@ -74,6 +74,7 @@ __all__ = [
     "RuleFiles",
     "RuleSet",
     "RuleTestResult",
+    "Share",
     "Signal",
     "Silence",
     "SilenceBook",

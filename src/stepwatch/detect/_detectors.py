@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -192,3 +192,51 @@ def _cusum(step: Floats, start: float) -> Floats:
     """``g_j = max(0, g_{j-1} + step_j)`` from ``g = start``, as the walk minus its running min."""
     walk = start + np.cumsum(step)
     return walk - np.minimum(np.minimum.accumulate(walk), 0.0) if step.size else walk
+
+
+class Share(Detector):
+    """A condition (``value op level``) that held for at least ``share`` of the samples of the
+    last ``window_s`` seconds of data time: "sustained" that brief dips do not reset.
+
+    With ``share`` 0.5 this is the window's median beyond the level (PromQL's
+    ``quantile_over_time(0.5, …)``): a GPU hot for five minutes but cooler for the moments
+    of an evaluation pause is still hot. Score is the share; nothing is anomalous before a
+    whole window of data has been seen. State: the samples of one window.
+    """
+
+    _state_keys = ("ring_ts", "ring_hit", "t_first")
+
+    def __init__(self, level: float, op: str = ">", window_s: float = 300.0, share: float = 0.5):
+        super().__init__()
+        if op not in _OPS or window_s <= 0 or not 0 < share <= 1:
+            raise ValueError(f"need op in {tuple(_OPS)}, window_s > 0 and 0 < share <= 1")
+        self.level, self.op = float(level), op
+        self.window_s, self.share = float(window_s), float(share)
+        self.ring_ts = np.empty(0)
+        self.ring_hit = np.empty(0)
+        self.t_first = math.nan
+
+    def _score(self, ts: Floats, value: Floats) -> Verdict:
+        if not ts.size:
+            return Verdict(np.empty(0), np.empty(0, dtype=bool))
+        if math.isnan(self.t_first):
+            self.t_first = float(ts[0])
+        all_ts = np.concatenate([self.ring_ts, ts])
+        hits = np.concatenate([self.ring_hit, _OPS[self.op](value, self.level).astype(np.float64)])
+        ends = self.ring_ts.size + np.arange(ts.size)
+        starts = np.searchsorted(all_ts, ts - self.window_s, side="right")
+        counts = np.concatenate([[0.0], np.cumsum(hits)])
+        share = (counts[ends + 1] - counts[starts]) / (ends + 1 - starts)
+        keep = all_ts > ts[-1] - self.window_s
+        self.ring_ts, self.ring_hit = all_ts[keep], hits[keep]
+        full = ts - self.t_first >= self.window_s
+        return Verdict(share, full & (share >= self.share))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The window holds as many samples as it holds: its length is free."""
+        if set(state) != {*self._state_keys, "last_ts"}:
+            raise ValueError(f"state keys {sorted(state)} != {sorted(self.state_dict())}")
+        self.ring_ts = np.array(state["ring_ts"], dtype=np.float64)
+        self.ring_hit = np.array(state["ring_hit"], dtype=np.float64)
+        self.t_first = float(state["t_first"])
+        self._last_ts = float(state["last_ts"])

@@ -33,6 +33,7 @@ LOG_REPEAT_S = 600.0
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
     "==": operator.eq, "!=": operator.ne,
+    "&": lambda value, bits: (np.nan_to_num(value).astype(np.int64) & int(bits)) != 0,
 }  # fmt: skip
 
 
@@ -125,40 +126,43 @@ class _Group:
     rule: Rule
     run: dict[str, str]
     detector: Any
-    members: dict[str, int] = field(default_factory=dict)
+    members: dict[tuple[str, ...], int] = field(default_factory=dict)
+    names: list[tuple[str, ...]] = field(default_factory=list)  # by member index
     lives: dict[int, Lifecycle] = field(default_factory=dict)
     parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # ts, step, value, member
 
-    @property
-    def label(self) -> str:
-        return self.rule.signal.by[-1]
+    def member(self, name: tuple[str, ...]) -> int:
+        """The index of a member, named by its values of the rule's ``by`` labels."""
+        if name not in self.members:
+            self.members[name] = len(self.names)
+            self.names.append(name)
+        return self.members[name]
 
-    def member(self, name: str) -> int:
-        return self.members.setdefault(name, len(self.members))
+    def entity(self, member: int) -> dict[str, str]:
+        return {**self.run, **dict(zip(self.rule.signal.by, self.names[member], strict=True))}
 
     def flush(self) -> list[Alert]:
         """Feed this batch's samples of every member, in time order, to the detector."""
         parts, self.parts = self.parts, []
         ts, step, value, member = (np.concatenate(column) for column in zip(*parts, strict=True))
         order = np.argsort(ts, kind="stable")
-        names = list(self.members)
         if isinstance(self.detector, Absence):
-            return self._absence(self.detector.update(ts[order], member[order]), names)
+            return self._absence(self.detector.update(ts[order], member[order]))
         verdict = self.detector.update(ts[order], step[order], member[order], value[order])
         alerts = []
         for m in np.unique(verdict.member).tolist():
             rows = verdict.member == m
             life = self.lives.setdefault(m, Lifecycle.of(self.rule))
-            entity = {**self.run, self.label: names[m]}
+            entity = self.entity(m)
             for t in life.update(verdict.ts[rows], verdict.anomalous[rows], verdict.value[rows]):
                 alerts.append(_alert(self.rule, entity, t))
         return alerts
 
-    def _absence(self, findings: list[AbsenceFinding], names: list[str]) -> list[Alert]:
+    def _absence(self, findings: list[AbsenceFinding]) -> list[Alert]:
         alerts = []
         for f in findings:
             state = AlertState.FIRING if f.kind == "down" else AlertState.RESOLVED
-            entity = {**self.run, self.label: names[f.member]}
+            entity = self.entity(f.member)
             t = Transition(state, f.detected_at, f.silent_since, f.detected_at - f.silent_since)
             alerts.append(_alert(self.rule, entity, t))
         return alerts
@@ -226,9 +230,10 @@ class Engine:
             if key.name not in rule.signal.metrics:
                 continue
             if rule.detector is not None and across_members(self._detectors[rule.detector]):
-                if (member := labels.get(rule.signal.by[-1])) is not None:
+                name = tuple(labels.get(k, "") for k in rule.signal.by)
+                if all(name):
                     group = self._group(rule, labels.get("run"))
-                    bindings.append((group, group.member(member)))
+                    bindings.append((group, group.member(name)))
                 continue
             if carried and (kept := carried.get(rule.key)) is not None:
                 kept.rule = rule

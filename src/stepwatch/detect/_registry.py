@@ -12,7 +12,7 @@ from typing import Any
 
 from ._absence import Absence
 from ._detector_trend import Plateau, Rise, TrendSlope
-from ._detectors import Cusum, NonFinite, RobustZ
+from ._detectors import Cusum, NonFinite, RobustZ, Share
 from ._peers import PeerComparison
 
 __all__ = ["DETECTORS"]
@@ -24,6 +24,7 @@ DETECTORS: dict[str, Callable[..., Any]] = {
     "trend": TrendSlope,
     "plateau": Plateau,
     "rise": Rise,
+    "share": Share,
     "peers": PeerComparison,
     "absence": Absence,
 }

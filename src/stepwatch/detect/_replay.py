@@ -6,7 +6,7 @@ fresh engine, as a live run would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from ._lifecycle import AlertState
 from ._recorded import read_recorded
 from ._registry import DETECTORS
 from ._rules import RuleSet, parse_rules
+from ._silences import DEFAULT_INHIBITIONS, Inhibition, inhibited
 
 __all__ = ["BUILTIN_RULES", "builtin_rules", "replay", "to_record"]
 
@@ -34,13 +35,23 @@ def replay(
     *,
     run: str | None = None,
     on_samples: Callable[[int], object] = lambda n: None,
+    inhibitions: Sequence[Inhibition] = DEFAULT_INHIBITIONS,
 ) -> Iterator[Alert]:
-    """The alerts that begin to fire over one recorded run, in data-time order."""
+    """The alerts that begin to fire over one recorded run, in data-time order, less those an
+    alert firing at that moment inhibits (what would have reached people)."""
     engine = Engine(rules)
+    firing: dict[tuple[str, tuple[tuple[str, str], ...]], Alert] = {}
     for chunk in read_recorded(path, run=run):
         for alert in engine.process(chunk.batch):
-            if alert.state == AlertState.FIRING:
-                yield alert
+            key = (alert.kind, tuple(sorted(alert.labels.items())))
+            if alert.state == AlertState.RESOLVED:
+                firing.pop(key, None)
+            elif alert.state == AlertState.FIRING:
+                sources = [(a.kind, a.labels) for a in firing.values()]
+                if alert.rule.signal.metrics:  # a log alert is an event: nothing resolves it
+                    firing[key] = alert
+                if not inhibited(alert.kind, alert.labels, sources, inhibitions):
+                    yield alert
         on_samples(len(chunk.batch))
 
 

@@ -45,6 +45,7 @@ __all__ = [
 SEVERITIES = ("info", "warning", "critical")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _THRESHOLD_RE = re.compile(r"^\s*(>=|<=|>|<|==|!=)\s*([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?)\s*$")
+_BITS_RE = re.compile(r"^\s*&\s*(0x[0-9a-fA-F]+|\d+)\s*$")
 
 _RULE_KEYS = {
     "alert", "kind", "signal", "detector", "threshold", "for", "keep_firing_for",
@@ -77,7 +78,7 @@ class Signal:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """``value OP level``, e.g. ``> 80``."""
+    """``value OP level``, e.g. ``> 80``; ``& 0x60`` holds when any of those bits is set."""
 
     op: str
     level: float
@@ -154,9 +155,14 @@ def _detector(at: At, detectors: Detectors) -> tuple[str, tuple[tuple[str, Any],
 
 
 def _threshold(at: At) -> Comparison:
+    if bits := _BITS_RE.match(at.text()):  # any of these bits set: a bitmask such as throttling
+        return Comparison("&", float(int(bits.group(1), 0)))
     match = _THRESHOLD_RE.match(at.text())
     if match is None:
-        raise at.error(f"expected a comparison like '> 80' or '< 1e-7', got {at.text()!r}")
+        raise at.error(
+            f"expected a comparison like '> 80', '< 1e-7' or '& 0x60' (any of these bits), "
+            f"got {at.text()!r}"
+        )
     return Comparison(match.group(1), float(match.group(2)))
 
 

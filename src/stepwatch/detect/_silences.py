@@ -85,13 +85,16 @@ class Inhibition:
     equal: tuple[str, ...]
 
 
-#: A node that is down explains its stragglers, slow collectives and idle GPUs.
+_WAITING = frozenset({"gpu_underutilized", "step_time_regression"})
+
+#: A node that is down explains its stragglers, slow collectives and idle GPUs. In synchronous
+#: training every rank waits for the slowest one, so a straggler, a starved data loader or a
+#: node's slow network explains the idle GPUs and the slower steps of the whole run.
 DEFAULT_INHIBITIONS = (
-    Inhibition(
-        "node_down",
-        frozenset({"straggler", "sync_latency", "gpu_underutilized", "step_time_regression"}),
-        ("node",),
-    ),
+    Inhibition("node_down", _WAITING | {"straggler", "sync_latency"}, ("node",)),
+    Inhibition("straggler", _WAITING | {"sync_latency"}, ("run",)),
+    Inhibition("dataloader_bottleneck", _WAITING | {"sync_latency"}, ("run",)),
+    Inhibition("sync_latency", _WAITING, ("run",)),
 )
 
 
