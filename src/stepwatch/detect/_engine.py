@@ -293,11 +293,10 @@ class Engine:
             if isinstance(b, _Binding) and b.lifecycle.state == AlertState.FIRING
         ]
         for group in self._groups.values():
-            names = list(group.members)
             members = [m for m, life in group.lives.items() if life.state == AlertState.FIRING]
             if isinstance(group.detector, Absence):
                 members = group.detector.down
-            sources += [(group.rule, {**group.run, group.label: names[m]}) for m in members]
+            sources += [(group.rule, group.entity(m)) for m in members]
         for rule, entity in sources:
             key = (rule.kind, tuple(sorted({**entity, **dict(rule.labels)}.items())))
             counts[key] = counts.get(key, 0) + 1
