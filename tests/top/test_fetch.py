@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
 import pytest
 
+from stepwatch.sdk import Run
 from stepwatch.top import TopClient, TopError
 from stepwatch.top._alerts import open_alerts_from_events
 
@@ -78,3 +84,24 @@ def test_open_alerts_from_events_alone(pushed: Pushed) -> None:
         ("gpu_hot", "warning", "GPU 1 on node1 at 91 °C")
     ]
     assert alerts[0].labels == {"node": "node1"}
+
+
+def test_alerts_from_events_when_the_alerts_api_fails(server: Any, tmp_path: Path) -> None:
+    """An alert event logged by hand through the SDK is still listed, whatever the API says."""
+    run = Run(name="hand-made alert", server=server.url, dir=tmp_path, environ={}, heartbeat_s=None)
+    try:
+        run.log({"loss": 2.0}, step=0)
+        run.event("alert", "data loader stalled", rule="loader_stall", severity="critical")
+        run.flush()
+        deadline = time.monotonic() + 30
+        while not httpx.get(f"{server.url}/api/v1/events", params={"run": run.id}).json():
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.1)
+        with TopClient(server.url) as client:
+            alerts = client.snapshot(run.id).alerts
+    finally:
+        run.finish()
+    assert alerts is not None
+    assert [(a.name, a.severity, a.summary) for a in alerts] == [
+        ("loader_stall", "critical", "data loader stalled")
+    ]

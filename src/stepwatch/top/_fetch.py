@@ -88,10 +88,15 @@ class TopClient:
         self.close()
 
     def _response(self, path: str, params: dict[str, Any]) -> httpx.Response:
-        try:
-            response = self._http.get(path, params=params)
-        except httpx.TransportError as exc:
-            raise TopError(f"cannot reach the collector at {self._server}: {exc}") from None
+        """GET once more after a transport error: a kept-alive connection the collector closed
+        (after an error of its own, or a restart) fails the first request sent on it."""
+        for attempt in range(2):
+            try:
+                response = self._http.get(path, params=params)
+                break
+            except httpx.TransportError as exc:
+                if attempt:
+                    raise TopError(f"cannot reach the collector at {self._server}: {exc}") from None
         if response.status_code == 401:
             raise TopError(f"{self._server} needs a token: pass --token or set STEPWATCH_TOKEN")
         return response
@@ -189,9 +194,11 @@ class TopClient:
         """Open alerts from the alerts API, else from alert events; None when neither exists."""
         if self._alerts_api:
             response = self._response("/alerts", {"run": run_id, "state": "open"})
-            if response.status_code != 404:
-                return alerts_from_api(self._json(response))
-            self._alerts_api = False  # an older collector: ask for events from now on
+            if response.status_code == 404:
+                self._alerts_api = False  # an older collector: ask for events from now on
+            elif not response.is_error:
+                return alerts_from_api(response.json())
+            # else the alerts API failed; the alert events still say what is open
         response = self._response("/events", {"run": run_id, "kind": "alert"})
         if response.status_code == 404:
             return None
