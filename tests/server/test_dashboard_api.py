@@ -251,6 +251,26 @@ def test_multi_matches_downsample_of_each_series_and_adds_steps(server: Any) -> 
     assert loss["count"] == [10] * 60
 
 
+def test_multi_sends_only_the_fields_asked_for(server: Any) -> None:
+    send(server.url, metric_batch("rank0", "r1", {("train.loss", ()): np.arange(20.0)}))
+    (s,) = get(
+        server.url,
+        "/api/v1/query/multi",
+        name="loss",
+        start=T0,
+        end=T0 + 20,
+        points=2,
+        fields="last",
+    )["series"]
+    assert set(s) == {"id", "name", "labels", "ts", "last"}
+    assert s["last"] == [9.0, 19.0]
+    bad = httpx.get(
+        server.url + "/api/v1/query/multi",
+        params={"start": T0, "end": T0 + 1, "fields": "last,median"},
+    )
+    assert bad.status_code == 400 and "fields" in bad.json()["error"]
+
+
 def test_multi_of_nothing_is_empty(server: Any) -> None:
     got = get(server.url, "/api/v1/query/multi", name="gpu.temp_c", start=T0, end=T0 + 1)
     assert got["series"] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Query
 
 from ..model import NO_STEP
@@ -18,6 +19,8 @@ __all__ = ["dashboard_router"]
 Labels = Annotated[list[str] | None, Query(description="label filter key:value, repeatable")]
 #: Log levels the tailer detects, lower case.
 LEVELS = ("debug", "info", "warning", "error", "critical")
+#: The columns /query/multi can send per series, besides ts.
+FIELDS = ("min", "max", "last", "step", "count")
 
 
 def _summary_json(s: Any) -> dict[str, Any]:
@@ -34,6 +37,12 @@ def _summary_json(s: Any) -> dict[str, Any]:
             "open_alerts": s.open_alerts,
         }
     )
+
+
+def _field(data: dict[str, np.ndarray], name: str) -> list[Any]:
+    if name == "step":
+        return [None if s == NO_STEP else s for s in data["step"].tolist()]
+    return column(data[name])
 
 
 class _Dashboard:
@@ -86,10 +95,17 @@ class _Dashboard:
         run: str | None = None,
         label: Labels = None,
         points: int = 300,
+        fields: str = ",".join(FIELDS),
     ) -> JSON:
-        """Min/max/last/step/count per bucket of every matching series, in one query."""
+        """Min/max/last/step/count per bucket of every matching series, in one query.
+
+        ``fields`` picks the columns sent besides ``ts`` (small multiples need only ``last``).
+        """
         time_range(start, end)
         n = check_points(points)
+        wanted = [f for f in fields.split(",") if f]
+        if not wanted or not set(wanted) <= set(FIELDS):
+            raise ApiError(400, f"fields must be a comma list of {', '.join(FIELDS)}")
         found = self.store.downsample_many(
             metric_name(name), label_match(run, label), start, end, n
         )
@@ -103,11 +119,7 @@ class _Dashboard:
                         "name": info.key.name,
                         "labels": dict(info.key.labels),
                         "ts": column(data["ts"]),
-                        "min": column(data["min"]),
-                        "max": column(data["max"]),
-                        "last": column(data["last"]),
-                        "step": [None if s == NO_STEP else s for s in data["step"].tolist()],
-                        "count": column(data["count"]),
+                        **{f: _field(data, f) for f in wanted},
                     }
                     for info, data in found
                 ],
