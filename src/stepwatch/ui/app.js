@@ -21,7 +21,7 @@ const THEME_KEY = "stepwatch-theme";
 const LIVE_REFRESH_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
-const shell = { view: null, name: null, params: {}, summaries: [], stream: null, streamRun: undefined, abort: null, pendingG: 0 };
+const shell = { view: null, ctx: null, name: null, params: {}, summaries: [], stream: null, streamRun: undefined, abort: null, pendingG: 0 };
 
 // ---- the URL -------------------------------------------------------------------------------
 
@@ -151,6 +151,10 @@ function makeContext(name, params, signal) {
         history.replaceState(null, "", hashOf(name, next));
       }
     },
+    rangeListeners: [],
+    rangeChanged() {
+      ctx.rangeListeners.forEach((f) => f());
+    },
     zoom(start, end) {
       ctx.set({ from: start.toFixed(3), to: end.toFixed(3) });
     },
@@ -174,12 +178,34 @@ function makeContext(name, params, signal) {
 
 // ---- routing ---------------------------------------------------------------------------------
 
+// Only the time range changed: the same view refetches into the charts it has.
+function onlyRangeChanged(name, params) {
+  if (name !== shell.name || !shell.view || !shell.view.refresh || !shell.ctx) return false;
+  const keys = new Set([...Object.keys(params), ...Object.keys(shell.params)]);
+  for (const k of keys) if (k !== "from" && k !== "to" && params[k] !== shell.params[k]) return false;
+  return true;
+}
+
 async function route() {
   const { name, params } = parseHash();
   if (params.theme && params.theme !== document.documentElement.dataset.theme) applyTheme(params.theme);
+  if (onlyRangeChanged(name, params)) {
+    const kept = shell.ctx.params;
+    for (const k of Object.keys(kept)) delete kept[k];
+    Object.assign(kept, params);
+    shell.params = kept;
+    shell.ctx.rangeChanged();
+    try {
+      await shell.view.refresh();
+    } catch (err) {
+      showError(err);
+    }
+    return;
+  }
   if (shell.abort) shell.abort.abort();
   if (shell.view && shell.view.destroy) shell.view.destroy();
   shell.view = null;
+  shell.ctx = null;
   shell.abort = new AbortController();
   shell.name = name;
   shell.params = params;
@@ -188,7 +214,8 @@ async function route() {
   const root = $("view");
   root.replaceChildren();
   try {
-    await loadSummaries();
+    if (shell.summaries.length) loadSummaries().catch(showError); // shown from the last list meanwhile
+    else await loadSummaries();
     if (NEEDS_RUN.has(name) && !params.run) {
       const pick = shell.summaries[0];
       if (pick) {
@@ -197,7 +224,7 @@ async function route() {
       }
     }
     ensureStream(name === "runs" || name === "compare" ? null : params.run || null);
-    const ctx = makeContext(name, params, shell.abort.signal);
+    const ctx = (shell.ctx = makeContext(name, params, shell.abort.signal));
     const host = el("section", { dataset: { view: name } });
     root.append(host);
     if (NEEDS_RUN.has(name) && !ctx.run) {

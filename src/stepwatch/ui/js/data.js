@@ -6,10 +6,11 @@ import { align } from "./chart.js";
 const labelPairs = (labels) => Object.entries(labels || {}).map(([k, v]) => k + ":" + v);
 
 // Min/max/last/step per bucket of every series matching name + labels (one request).
-export async function multi({ name, run, labels, range, points, signal }) {
-  const body = await api("/query/multi" + qs({ name, run, label: labelPairs(labels), start: range.start, end: range.end, points }), { signal });
+// `fields` narrows the columns sent (small multiples draw only "last").
+export async function multi({ name, run, labels, range, points, signal, fields }) {
+  const body = await api("/query/multi" + qs({ name, run, label: labelPairs(labels), start: range.start, end: range.end, points, fields }), { signal });
   for (const s of body.series) {
-    for (const k of ["min", "max", "last"]) s[k] = s[k].map(num);
+    for (const k of ["min", "max", "last"]) if (s[k]) s[k] = s[k].map(num);
   }
   return body.series;
 }

@@ -5,15 +5,16 @@ import { ChartPanel } from "../chart.js";
 
 // The toolbar line: the range shown, live or fixed, and a reset when zoomed.
 export function rangeBar(ctx, ...extra) {
-  const r = ctx.range();
-  const zoomed = ctx.params.from !== undefined || ctx.params.to !== undefined;
-  return el(
-    "div",
-    { class: "toolbar" },
-    el("span", { class: "muted", dataset: { range: "" } }, fmtTime(r.start) + " – " + (r.live ? "now (live)" : fmtTime(r.end))),
-    zoomed ? el("button", { type: "button", onclick: () => ctx.resetZoom(), title: "show the whole run (z)" }, "Reset zoom") : null,
-    ...extra,
-  );
+  const text = el("span", { class: "muted", dataset: { range: "" } });
+  const reset = el("button", { type: "button", onclick: () => ctx.resetZoom(), title: "show the whole run (z)" }, "Reset zoom");
+  const update = () => {
+    const r = ctx.range();
+    text.textContent = fmtTime(r.start) + " – " + (r.live ? "now (live)" : fmtTime(r.end));
+    reset.hidden = ctx.params.from === undefined && ctx.params.to === undefined;
+  };
+  update();
+  ctx.rangeListeners.push(update);
+  return el("div", { class: "toolbar" }, text, reset, ...extra);
 }
 
 // Panels that load for ctx.range(), zoom on drag and reset on double-click; refresh() refetches.

@@ -3,7 +3,7 @@
 
 import { api, qs } from "../api.js";
 import { el, byLabel } from "../util.js";
-import { multi, lines, quantileLines, percentiles } from "../data.js";
+import { multi, lines } from "../data.js";
 import { panels, rangeBar } from "./common.js";
 
 const GPU = [
@@ -41,12 +41,14 @@ export async function render(root, ctx) {
   root.append(el("h2", { text: "Hardware · " + (ctx.run.name || ctx.run.id) }), rangeBar(ctx));
   const set = panels(ctx);
   if (!nodes.length) root.append(el("p", { class: "empty", text: "No GPU metrics for this run." }));
+  let memory = null;
   for (const m of GPU) {
     const section = el("div", { class: "section" }, el("h2", { text: m.title }));
     const grid = el("div", { class: "grid-small" });
     section.append(grid);
     root.append(section);
-    const load = shared((range, points, signal) => multi({ name: m.id, run, range, points, signal }));
+    const load = shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" }));
+    if (m.id === "gpu.mem_used_bytes") memory = load;
     for (const node of nodes) {
       set.add(grid, {
         id: `${m.id}:${node}`,
@@ -61,17 +63,13 @@ export async function render(root, ctx) {
       });
     }
   }
-  const trend = el("div", { class: "section" }, el("h2", { text: "GPU memory by node (largest GPU)" }));
+  const trend = el("div", { class: "section" }, el("h2", { text: "GPU memory by node (fullest GPU)" }));
   root.append(trend);
   set.add(trend, {
     id: "gpu.mem_used_bytes:by-node",
     unit: "bytes",
     height: 200,
-    load: async (range, points, signal) => {
-      const groups = await percentiles({ name: "gpu.mem_used_bytes", run, range, points, q: [1], by: "node", signal });
-      groups.sort((a, b) => byLabel(a.labels.node, b.labels.node));
-      return quantileLines(groups, (g) => g.labels.node || "?");
-    },
+    load: async (range, points, signal) => nodeMax(await memory(range, points, signal), nodes),
   });
   const host = el("div", { class: "section" }, el("h2", { text: "Hosts" }));
   const hostGrid = el("div", { class: "grid2" });
@@ -84,13 +82,25 @@ export async function render(root, ctx) {
       unit: m.unit,
       height: 180,
       load: async (range, points, signal) => {
-        const list = (await multi({ name: m.id, run, range, points, signal })).sort((a, b) => byLabel(a.labels.node, b.labels.node));
+        const list = (await multi({ name: m.id, run, range, points, signal, fields: "last" })).sort((a, b) => byLabel(a.labels.node, b.labels.node));
         return lines(list, (s) => s.labels.node || "host");
       },
     });
   }
   await Promise.all([set.refresh(), set.annotate()]);
   return { refresh: () => Promise.all([set.refresh(), set.annotate()]), destroy: () => set.destroy() };
+}
+
+// Per node and bucket, the most any of its GPUs held (from the small multiples' own data).
+function nodeMax(series, nodes) {
+  const list = nodes.map((node) => {
+    const mine = series.filter((s) => s.labels.node === node);
+    const byTs = new Map();
+    for (const s of mine) s.ts.forEach((t, i) => Number.isFinite(s.last[i]) && byTs.set(t, Math.max(byTs.get(t) ?? -Infinity, s.last[i])));
+    const ts = Array.from(byTs.keys()).sort((a, b) => a - b);
+    return { node, ts, last: ts.map((t) => byTs.get(t)) };
+  });
+  return lines(list, (s) => s.node);
 }
 
 // The run's nodes that report GPU metrics (from the series catalogue, no samples read).
