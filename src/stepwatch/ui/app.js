@@ -127,7 +127,10 @@ function makeContext(name, params, signal) {
     get summaries() {
       return shell.summaries;
     },
-    run: params.run ? runSummary(params.run) : null,
+    // The newest summary of the run (the list is refetched now and then; live data moves its end).
+    get run() {
+      return params.run ? runSummary(params.run) : null;
+    },
     // The time range shown: the URL's from/to, else the run's whole life (live: the end follows).
     range() {
       const r = ctx.run;

@@ -84,6 +84,7 @@ export class ChartPanel {
   // uPlot's aligned data and series options for the cached result.
   build() {
     const { data } = this.last;
+    const gaps = (arr) => arr.map((v) => (v !== null && Number.isFinite(v) ? v : null)); // NaN/Inf break the line
     const columns = [data.x];
     const series = [{}];
     this.bands = [];
@@ -95,17 +96,18 @@ export class ChartPanel {
         all.push(s.min, s.max);
       }
       const w = this.opts.smoothing;
+      const values = gaps(s.values);
       if (s.smooth && w > 0) {
-        columns.push(s.values);
+        columns.push(values);
         series.push({ label: s.label + " (raw)", stroke: withAlpha(c, 0.3), width: 1, points: { show: false } });
-        const smoothed = ema(s.values, w);
+        const smoothed = gaps(ema(s.values, w));
         columns.push(smoothed);
         series.push({ label: s.label, stroke: c, width: 1.5, points: { show: false } });
-        all.push(s.values);
+        all.push(values);
       } else {
-        columns.push(s.values);
+        columns.push(values);
         series.push({ label: s.label, stroke: c, width: s.width || 1.5, dash: s.dash, spanGaps: !!s.spanGaps, points: { show: false } });
-        all.push(s.values);
+        all.push(values);
       }
     });
     this.yExtent = finiteExtent(all);
