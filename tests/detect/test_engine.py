@@ -267,3 +267,25 @@ groups:
     rows = [("gpu.throttle_reasons", gpu, float(t), float(v)) for t, v in enumerate(reasons)]
     got = [(a.state, a.ts) for a in engine.process(_batch(rows)) if a.state != "pending"]
     assert got == [("firing", 2.0), ("resolved", 4.0)]
+
+
+def test_members_are_compared_within_the_scope_of_the_other_by_labels() -> None:
+    rules = """\
+groups:
+  - name: g
+    rules:
+      - alert: power
+        kind: gpu_power_anomaly
+        signal: {metric: gpu.power_w, by: [node, gpu]}
+        detector: {type: peers, ratio: 1.2, min_steps: 3, bucket_s: 10, direction: both}
+"""
+    engine = Engine(parse_rules(rules, "rules.yaml", DETECTORS))
+    rows = []
+    for t in np.arange(0.0, 200.0, 10.0):
+        for node, level in (("n0", 300.0), ("n1", 200.0)):  # n1 idles as a whole: no outlier
+            for gpu in "0123":
+                swing = node == "n0" and gpu == "2" and t >= 100
+                watts = level * (1.4 if swing else 1.0)
+                rows.append(("gpu.power_w", {"run": "r", "node": node, "gpu": gpu}, t, watts))
+    got = [(a.state, a.labels) for a in engine.process(_batch(rows)) if a.state == "firing"]
+    assert got == [("firing", {"run": "r", "node": "n0", "gpu": "2"})]

@@ -121,25 +121,27 @@ class _Binding:
 
 @dataclass(slots=True)
 class _Group:
-    """A rule whose detector compares members (the ranks or nodes of one run) with each other."""
+    """A rule whose detector compares members with each other: the values of the last ``by``
+    label within a scope of the run and the other ``by`` labels (the ranks of a run, the nodes
+    of a run, the GPUs of one node: a GPU is judged against its own node's)."""
 
     rule: Rule
-    run: dict[str, str]
+    scope: dict[str, str]
     detector: Any
-    members: dict[tuple[str, ...], int] = field(default_factory=dict)
-    names: list[tuple[str, ...]] = field(default_factory=list)  # by member index
+    members: dict[str, int] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)  # by member index
     lives: dict[int, Lifecycle] = field(default_factory=dict)
     parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # ts, step, value, member
 
-    def member(self, name: tuple[str, ...]) -> int:
-        """The index of a member, named by its values of the rule's ``by`` labels."""
+    def member(self, name: str) -> int:
+        """The index of a member, named by its value of the rule's last ``by`` label."""
         if name not in self.members:
             self.members[name] = len(self.names)
             self.names.append(name)
         return self.members[name]
 
     def entity(self, member: int) -> dict[str, str]:
-        return {**self.run, **dict(zip(self.rule.signal.by, self.names[member], strict=True))}
+        return {**self.scope, self.rule.signal.by[-1]: self.names[member]}
 
     def flush(self) -> list[Alert]:
         """Feed this batch's samples of every member, in time order, to the detector."""
@@ -209,7 +211,7 @@ class Engine:
         self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
         self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int] | _AsOf]] = {}
         self._divisors: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _AsOf] = {}
-        self._groups: dict[tuple[tuple[str, str], str | None], _Group] = {}
+        self._groups: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _Group] = {}
         self._dedup = Dedup()
         self.samples = 0
 
@@ -230,10 +232,10 @@ class Engine:
             if key.name not in rule.signal.metrics:
                 continue
             if rule.detector is not None and across_members(self._detectors[rule.detector]):
-                name = tuple(labels.get(k, "") for k in rule.signal.by)
-                if all(name):
-                    group = self._group(rule, labels.get("run"))
-                    bindings.append((group, group.member(name)))
+                if all(k in labels for k in rule.signal.by):
+                    scope = {k: labels[k] for k in ("run", *rule.signal.by[:-1]) if k in labels}
+                    group = self._group(rule, scope)
+                    bindings.append((group, group.member(labels[rule.signal.by[-1]])))
                 continue
             if carried and (kept := carried.get(rule.key)) is not None:
                 kept.rule = rule
@@ -248,12 +250,12 @@ class Engine:
         self._routes[key] = bindings
         return bindings
 
-    def _group(self, rule: Rule, run: str | None) -> _Group:
-        group = self._groups.get((rule.key, run))
+    def _group(self, rule: Rule, scope: dict[str, str]) -> _Group:
+        key = (rule.key, tuple(sorted(scope.items())))
+        group = self._groups.get(key)
         if group is None:
             detector = self._detectors[str(rule.detector)](**dict(rule.params))
-            group = _Group(rule, {} if run is None else {"run": run}, detector)
-            self._groups[rule.key, run] = group
+            group = self._groups[key] = _Group(rule, scope, detector)
         return group
 
     def reload(self, rules: RuleSet) -> set[tuple[str, str]]:
