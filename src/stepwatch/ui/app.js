@@ -106,12 +106,16 @@ const liveRefresh = throttle(() => {
 }, LIVE_REFRESH_MS);
 
 // A view refreshes on new samples, or with `live: "events"` on new events (alerts, logs);
-// a view zoomed to a fixed range stays as it is.
+// a view zoomed to a fixed range stays as it is; alert events redraw chart annotations.
 function onLive(name, data) {
   const summary = data && data.run ? runSummary(data.run) : null;
   if (name === "data" && summary && data.ts > (summary.last_ts || 0)) summary.last_ts = data.ts;
   const view = shell.view;
-  if (!view || !view.refresh || (view.live || "data") !== name) return;
+  if (!view) return;
+  if (name === "events" && view.annotate && data.kinds && data.kinds.alert && data.run === shell.params.run) {
+    view.annotate().catch(showError); // a new alert state: redraw the markers
+  }
+  if (!view.refresh || (view.live || "data") !== name) return;
   if (shell.name === "runs" || (!shell.params.to && (!shell.params.run || data.run === shell.params.run))) {
     liveRefresh();
   }

@@ -88,7 +88,7 @@ export async function render(root, ctx) {
     });
   }
   await Promise.all([set.refresh(), set.annotate()]);
-  return { refresh: () => Promise.all([set.refresh(), set.annotate()]), destroy: () => set.destroy() };
+  return { refresh: () => set.refresh(), annotate: () => set.annotate(), destroy: () => set.destroy() };
 }
 
 // Per node and bucket, the most any of its GPUs held (from the small multiples' own data).

@@ -58,5 +58,5 @@ export async function render(root, ctx) {
   });
   xSelect.addEventListener("change", () => ctx.set({ x: xSelect.value }));
   await Promise.all([set.refresh(), set.annotate()]);
-  return { refresh: () => Promise.all([set.refresh(), set.annotate()]), destroy: () => set.destroy() };
+  return { refresh: () => set.refresh(), annotate: () => set.annotate(), destroy: () => set.destroy() };
 }

@@ -36,5 +36,5 @@ export async function render(root, ctx) {
     },
   });
   await Promise.all([set.refresh(), set.annotate()]);
-  return { refresh: () => Promise.all([set.refresh(), set.annotate()]), destroy: () => set.destroy() };
+  return { refresh: () => set.refresh(), annotate: () => set.annotate(), destroy: () => set.destroy() };
 }
