@@ -22,7 +22,7 @@ from stepwatch.detect import (
     SilenceBook,
     parse_rules,
 )
-from stepwatch.detect._reorder import ReorderBuffer, SeriesOrder
+from stepwatch.detect._reorder import ReorderBuffer, SeriesOrder, merge
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
 
 RULES = """\
@@ -157,6 +157,30 @@ def test_series_order_raises_a_sample_that_goes_back_in_its_series() -> None:
     assert order.late == 1
     other = order(_batch("m", {"node": "b"}, [5.0], [1]))  # another series has its own time
     assert other.ts.tolist() == [5.0]
+
+
+def test_merged_batches_keep_each_series_in_arrival_order() -> None:
+    first = _batch("m", {"node": "a"}, [1.0, 2.0], [1, 2])
+    first.events.append(Event(1.5, "log", "x"))
+    second = SampleBatch(
+        "other",
+        0,
+        [SeriesKey.of("m", {"node": "b"}), SeriesKey.of("m", {"node": "a"})],
+        np.array([1, 0, 1], np.uint32),
+        np.array([3.0, 0.5, 4.0]),
+        np.full(3, NO_STEP, np.int64),
+        np.array([3.0, 0.5, 4.0]),
+    )
+    out = merge([first, second])
+    nodes = [out.keys[i].label("node") for i in out.series.tolist()]
+    assert list(zip(nodes, out.value.tolist(), strict=True)) == [
+        ("a", 1.0),
+        ("a", 2.0),
+        ("a", 3.0),
+        ("b", 0.5),
+        ("a", 4.0),
+    ]
+    assert len(out.keys) == 2 and [e.text for e in out.events] == ["x"]
 
 
 def test_a_nan_sent_late_still_fires(started: list[LiveDetector], recorder: Recorder) -> None:

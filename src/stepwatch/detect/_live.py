@@ -23,7 +23,7 @@ from ..model import Event, SampleBatch, SeriesKey
 from ._engine import Alert, Engine
 from ._lifecycle import AlertState
 from ._live_alert import LiveAlert
-from ._reorder import Reorder, SeriesOrder
+from ._reorder import Reorder, SeriesOrder, merge
 from ._rule_files import RuleFiles
 from ._rules import RuleError, RuleSet, across_members
 from ._silence_book import SilenceBook
@@ -207,11 +207,14 @@ class LiveDetector:
 
     def _run(self) -> None:
         next_watch = self._monotonic() + self._watch_interval
+        pending: Any = None
         while True:
-            try:
-                item = self._queue.get(timeout=min(self._watch_interval, 0.25))
-            except queue.Empty:
-                item = None
+            item, pending = pending, None
+            if item is None:
+                try:
+                    item = self._queue.get(timeout=min(self._watch_interval, 0.25))
+                except queue.Empty:
+                    pass
             if item is _STOP:
                 self._release(force=True)
                 return
@@ -219,26 +222,38 @@ class LiveDetector:
                 item.result = item.run()
                 item.done.set()
             elif item is not None:
-                self._ingest(item)
+                pending = self._ingest(item)
             self._release()
             if self._monotonic() >= next_watch:
                 next_watch = self._monotonic() + self._watch_interval
                 if self._files.changed():
                     self._reload()
 
-    def _ingest(self, batches: list[SampleBatch]) -> None:
-        alerts: list[Alert] = []
-        for batch in batches:
-            size = len(batch)
-            with self._lock:
-                self._queued -= size
-            self.stats.samples += size
-            if size:
-                self._data_now = max(self._data_now, float(batch.ts.max()))
-            alerts += self._process(self._now_engine, self._order(batch))
-            self._reorder.add(batch, self._wanted)
+    def _ingest(self, batches: list[SampleBatch]) -> Any:
+        """Process these batches and every other one already waiting, as one batch: the
+        engine's cost is mostly per series, so a backlog is caught up in few calls. Returns
+        the command that ended the run of batches, if one did."""
+        following: Any = None
+        while following is None:
+            try:
+                following = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(following, list):
+                batches += following
+                following = None
+        batch = merge(batches)
+        size = len(batch)
+        with self._lock:
+            self._queued -= size
+        self.stats.samples += size
+        if size:
+            self._data_now = max(self._data_now, float(batch.ts.max()))
+        alerts = self._process(self._now_engine, self._order(batch))
+        self._reorder.add(batch, self._wanted)
         self.stats.late = self._order.late + self._reorder.late
         self._emit(alerts)
+        return following
 
     def _release(self, force: bool = False) -> None:
         alerts: list[Alert] = []

@@ -18,15 +18,36 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..model import SampleBatch, SeriesKey
 
-__all__ = ["Reorder", "ReorderBuffer", "SeriesOrder"]
+__all__ = ["Reorder", "ReorderBuffer", "SeriesOrder", "merge"]
 
 _NO_RUN = ""
+
+
+def merge(batches: Sequence[SampleBatch]) -> SampleBatch:
+    """Several batches as one, each series' samples in their order of arrival."""
+    if len(batches) == 1:
+        return batches[0]
+    index: dict[SeriesKey, int] = {}
+    series = []
+    for batch in batches:
+        ids = np.array([index.setdefault(k, len(index)) for k in batch.keys], np.uint32)
+        series.append(ids[batch.series] if len(batch) else np.empty(0, np.uint32))
+    return SampleBatch(
+        "merged",
+        0,
+        list(index),
+        np.concatenate(series) if series else np.empty(0, np.uint32),
+        np.concatenate([b.ts for b in batches]) if batches else np.empty(0),
+        np.concatenate([b.step for b in batches]) if batches else np.empty(0, np.int64),
+        np.concatenate([b.value for b in batches]) if batches else np.empty(0),
+        [e for b in batches for e in b.events],
+    )
 
 
 class SeriesOrder:
