@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
+from stepwatch.server._app import UI_DIR
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
 T0 = 1_780_000_000.0
@@ -326,3 +328,18 @@ def test_the_collector_stops_promptly_with_a_stream_open(server: Any) -> None:
         assert next(lines).startswith("retry:")
         assert server.stop() == 0  # SIGTERM; a stream left open would hold it until killed
         assert [line for line in lines if line.startswith("event:")] == []  # and it ended
+
+
+# ---- the page's modules ----------------------------------------------------------------------
+
+
+def test_the_page_preloads_every_module_and_every_import_resolves() -> None:
+    """Preloading all modules at once saves a round trip per import level; a module left out of
+    the list, or an import of a missing file, would slow or break the page."""
+    modules = {p for p in UI_DIR.rglob("*.js") if "vendor" not in p.parts}
+    page = (UI_DIR / "index.html").read_text()
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/ui/([^"]+)">', page))
+    assert preloaded == {p.relative_to(UI_DIR).as_posix() for p in modules}
+    for module in modules:
+        for target in re.findall(r'^import .* from "(\.[^"]+)";$', module.read_text(), re.M):
+            assert (module.parent / target).resolve().is_file(), f"{module}: {target}"
