@@ -1,7 +1,7 @@
 // The dashboard shell: hash routing (view state in the URL), run selection, theme, keyboard,
 // live updates over server-sent events, and one view at a time in <main id="view">.
 
-import { api, subscribe } from "./js/api.js";
+import { api, subscribe, ApiError } from "./js/api.js";
 import { el, throttle } from "./js/util.js";
 import { loadAlerts, annotations } from "./js/alerts.js";
 import * as runs from "./js/views/runs.js";
@@ -52,9 +52,15 @@ function showMessage(text) {
   $("message").textContent = text || "";
 }
 
+// Refusals of the API and an unreachable collector are messages; anything else is a bug and
+// also goes to the console.
 function showError(err) {
-  if (err && err.name === "AbortError") return;
-  showMessage(err ? String(err.message || err) : "");
+  if (!err) return showMessage("");
+  if (err.name === "AbortError") return;
+  if (err instanceof ApiError) return showMessage(err.message);
+  if (err instanceof TypeError && /fetch|network/i.test(err.message)) return showMessage("Cannot reach the collector; retrying with the next update.");
+  showMessage(String(err.message || err));
+  console.error(err);
 }
 
 // ---- theme -----------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ function withAlpha(c, a) {
 
 export class ChartPanel {
   // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?}]},
-  // xMode ("time" | "step" | "value"), smoothing (0..1), annotations [{ts, end?, severity, label}],
+  // xMode ("time" | "step" | "value"), xLabel (legend name of x), smoothing (0..1), annotations [{ts, end?, severity, label}],
   // onRange(start, end) for drag-to-zoom, onReset() for double-click.
   constructor(parent, opts) {
     this.opts = Object.assign({ height: 220, xMode: "time", smoothing: 0, annotations: [], legend: true }, opts);
@@ -155,7 +155,7 @@ export class ChartPanel {
         x: { time },
         y: { range: () => this.yExtent },
       },
-      series: series.map((s, i) => (i === 0 ? { label: time ? "time" : this.opts.xMode } : Object.assign({ value: (u, v) => fmtNum(v, unit) }, s))),
+      series: series.map((s, i) => (i === 0 ? { label: this.opts.xLabel || (time ? "time" : this.opts.xMode) } : Object.assign({ value: (u, v) => fmtNum(v, unit) }, s))),
       axes: [Object.assign({}, axis), Object.assign({ size: 70, values: (u, vals) => vals.map((v) => fmtNum(v, unit)) }, axis)],
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: {

@@ -37,16 +37,19 @@ export async function render(root, ctx) {
     return {};
   }
   const set = panels(ctx);
-  const runs = chosen.map((id) => summaries.find((r) => r.id === id));
+  // The newest summaries: live data moves each run's end.
+  const current = () => chosen.map((id) => ctx.summaries.find((r) => r.id === id) || summaries.find((r) => r.id === id));
   const title = METRICS.find((m) => m.id === metric).title;
   set.add(root, {
     id: "compare:" + metric,
     title: title + (xMode === "step" ? " by step" : " by time since start (s)"),
     xMode: "value",
+    xLabel: xMode === "step" ? "step" : "seconds since start",
     height: 360,
     onRange: null,
     onReset: null,
     load: async (_range, points, signal) => {
+      const runs = current();
       const got = await Promise.all(
         runs.map(async (r) => {
           const range = { start: r.start, end: Math.max(r.last_ts || r.start, r.start + 1) };
@@ -63,6 +66,12 @@ export async function render(root, ctx) {
       return { x, ts: x, series: runs.map((r, i) => ({ label: r.name || r.id, values: cols[i].v, spanGaps: true })) };
     },
   });
-  await set.refresh();
-  return { refresh: () => set.refresh(), destroy: () => set.destroy() };
+  // The chart spans the runs' lives (each run is fetched over its own).
+  const span = () => {
+    const runs = current();
+    return { start: Math.min(...runs.map((r) => r.start)), end: Math.max(...runs.map((r) => r.last_ts || r.start)) };
+  };
+  const refresh = () => set.list[0].update(span(), ctx.signal);
+  await refresh();
+  return { refresh, destroy: () => set.destroy() };
 }
