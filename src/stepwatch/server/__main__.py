@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..detect import RuleError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
 
@@ -28,14 +29,17 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         "--rules", type=Path, action="append", default=[], help="rule file (repeatable)"
     )
     args = parser.parse_args(argv)
-    serve(
-        args.store,
-        host=args.host,
-        port=args.port,
-        token=args.token or None,
-        max_body_bytes=args.max_body_bytes,
-        rules=args.rules,
-    )
+    try:
+        serve(
+            args.store,
+            host=args.host,
+            port=args.port,
+            token=args.token or None,
+            max_body_bytes=args.max_body_bytes,
+            rules=args.rules,
+        )
+    except RuleError as exc:  # a mistake in a rule file: its file:line message, no traceback
+        raise SystemExit(str(exc)) from None
 
 
 if __name__ == "__main__":
