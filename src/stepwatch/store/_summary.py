@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import duckdb
-import pyarrow as pa
 
 from ..model import NO_STEP, Run, RunStatus
 from . import _query
@@ -75,35 +74,22 @@ def _latest(
 
 
 def _rates(cur: duckdb.DuckDBPyConnection, latest: dict[str, _Latest]) -> dict[str, float]:
-    """Steps per second of each run over its newest RATE_WINDOW_S, from its pace series."""
-    chosen = {
-        r: (acc.pace_series, acc.last_ts)
-        for r, acc in latest.items()
-        if acc.pace_series is not None and acc.last_ts is not None
-    }
-    if not chosen:
-        return {}
-    runs = list(chosen)
-    cur.register(
-        "_pace",
-        pa.table(
-            {
-                "series": pa.array([chosen[r][0] for r in runs], pa.int32()),
-                "since": pa.array([chosen[r][1] - RATE_WINDOW_S for r in runs], pa.float64()),
-            }
-        ),
-    )
-    rows = cur.execute(
-        """SELECT s.series, min(s.ts), max(s.ts), arg_min(s.step, s.ts), arg_max(s.step, s.ts)
-        FROM samples s JOIN _pace p ON s.series = p.series AND s.ts >= p.since
-        WHERE s.ts >= (SELECT min(since) FROM _pace) AND s.step IS NOT NULL
-        GROUP BY s.series""",
-    ).fetchall()
-    run_of = {chosen[r][0]: r for r in runs}
+    """Steps per second of each run over its newest RATE_WINDOW_S, from its pace series.
+
+    One query per run, so each reads only its own recent row groups (an old run's window
+    would otherwise widen the scan of every other run).
+    """
     out = {}
-    for sid, t0, t1, s0, s1 in rows:
-        if t1 > t0 and s1 > s0:
-            out[run_of[sid]] = (s1 - s0) / (t1 - t0)
+    for run, acc in latest.items():
+        if acc.pace_series is None or acc.last_ts is None:
+            continue
+        ((t0, t1, s0, s1),) = cur.execute(
+            """SELECT min(ts), max(ts), arg_min(step, ts), arg_max(step, ts) FROM samples
+            WHERE series = ? AND ts >= ? AND step IS NOT NULL""",
+            [acc.pace_series, acc.last_ts - RATE_WINDOW_S],
+        ).fetchall()
+        if t0 is not None and t1 > t0 and s1 > s0:
+            out[run] = (s1 - s0) / (t1 - t0)
     return out
 
 
