@@ -322,6 +322,41 @@ def test_stream_tells_a_runs_subscribers_of_its_commits_only(server: Any) -> Non
     ]
 
 
+def test_stream_skips_duplicates_and_splits_batches_of_several_runs(server: Any) -> None:
+    url = server.url
+    with httpx.stream("GET", url + "/api/v1/stream", timeout=30) as resp:
+        lines = resp.iter_lines()
+        assert next(lines).startswith("retry:")
+        send(url, metric_batch("a", "r1", {("train.loss", ()): np.ones(3)}))
+        ack = httpx.post(  # the same source and seq again: a duplicate, never applied
+            url + "/api/v1/ingest",
+            content=encode_batch(metric_batch("a", "r1", {("train.loss", ()): [1.0]}, t0=T0 + 900)),
+            headers={"Content-Type": BINARY_CONTENT_TYPE},
+        )
+        assert ack.json()["applied"] is False
+        assert read_events(lines, 1) == [("data", {"run": "r1", "ts": T0 + 2})]
+        keys = [SeriesKey.of("train.loss", {"run": r}) for r in ("r1", "r2")]
+        keys.append(SeriesKey.of("host.cpu_pct", {}))
+        mixed = SampleBatch(
+            "b",
+            1,
+            keys,
+            np.array([0, 1, 2, 1], np.uint32),
+            np.array([T0 + 10, T0 + 20, T0 + 30, T0 + 25]),
+            np.full(4, NO_STEP, np.int64),
+            np.ones(4),
+            [Event(T0 + 5, "note", "no run")],
+        )
+        send(url, mixed)
+        got = read_events(lines, 4)  # the duplicate (ts T0 + 900) told nobody
+    assert got == [
+        ("data", {"run": None, "ts": T0 + 30}),
+        ("events", {"run": None, "kinds": {"note": T0 + 5}}),
+        ("data", {"run": "r1", "ts": T0 + 10}),
+        ("data", {"run": "r2", "ts": T0 + 25}),
+    ]
+
+
 def test_the_collector_stops_promptly_with_a_stream_open(server: Any) -> None:
     with httpx.stream("GET", server.url + "/api/v1/stream", timeout=30) as resp:
         lines = resp.iter_lines()
