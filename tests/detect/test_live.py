@@ -335,6 +335,27 @@ def test_inhibition_mutes_a_kind_while_its_source_fires(
     assert not by_key["hot", "n1"].inhibited  # n1 is not very hot
 
 
+def test_a_batch_the_engine_fails_on_is_counted_and_detection_goes_on(
+    started: list[LiveDetector], recorder: Recorder
+) -> None:
+    peers = RULES + (
+        "      - alert: slow_rank\n"
+        "        signal: {metric: train.compute_time_s, by: [rank]}\n"
+        "        detector: peers\n"
+    )
+    live = _live(started, RuleFiles(base=parse_rules(peers, "r.yaml", DETECTORS)), recorder)
+    with_steps = _batch("train.compute_time_s", {"run": "r", "rank": "0"}, [1.0], [0.3])
+    with_steps.step[:] = 1
+    live.feed([with_steps])
+    live.flush()
+    live.feed([_batch("train.compute_time_s", {"run": "r", "rank": "1"}, [2.0], [0.3])])
+    live.flush()  # the peers detector refuses samples without steps after some with
+    assert live.stats.errors == 1
+    live.feed([_temps("n0", 0, 40, 95.0)])
+    live.flush()
+    assert [a.state for a in recorder.alerts("hot")] == ["firing"]
+
+
 def test_a_full_queue_skips_detection_and_counts_it(recorder: Recorder) -> None:
     rules = RuleFiles(base=parse_rules(RULES, "r.yaml", DETECTORS))
     live = LiveDetector(rules, recorder, max_queued_samples=15)

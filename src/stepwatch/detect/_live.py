@@ -62,9 +62,20 @@ class LiveStats:
 
 @dataclass(slots=True)
 class _Command:
+    """Work for the detector thread, and its outcome for the caller waiting on ``done``."""
+
     run: Callable[[], Any]
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
+    error: Exception | None = None
+
+    def execute(self) -> None:
+        try:
+            self.result = self.run()
+        except Exception as exc:
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 _STOP = object()
@@ -201,6 +212,8 @@ class LiveDetector:
         self._queue.put(command)
         if not command.done.wait(timeout):
             raise TimeoutError("the live detector did not answer in time")
+        if command.error is not None:
+            raise command.error
         return command.result
 
     # ---- the detector thread ------------------------------------------------------------
@@ -216,32 +229,41 @@ class LiveDetector:
                 except queue.Empty:
                     pass
             if item is _STOP:
-                self._release(force=True)
+                self._guarded(self._release, True)
                 return
             if isinstance(item, _Command):
-                item.result = item.run()
-                item.done.set()
+                item.execute()
             elif item is not None:
-                pending = self._ingest(item)
-            self._release()
+                batches, pending = self._drain(item)
+                self._guarded(self._ingest, batches)
+            self._guarded(self._release)
             if self._monotonic() >= next_watch:
                 next_watch = self._monotonic() + self._watch_interval
                 if self._files.changed():
-                    self._reload()
+                    self._guarded(self._reload)
 
-    def _ingest(self, batches: list[SampleBatch]) -> Any:
-        """Process these batches and every other one already waiting, as one batch: the
-        engine's cost is mostly per series, so a backlog is caught up in few calls. Returns
-        the command that ended the run of batches, if one did."""
-        following: Any = None
-        while following is None:
+    def _guarded(self, step: Callable[..., object], *args: Any) -> None:
+        """One step of the thread; a failure is logged and counted, and detection carries on."""
+        try:
+            step(*args)
+        except Exception:
+            self.stats.errors += 1
+            log.exception("live detection failed on a step; carrying on")
+
+    def _drain(self, batches: list[SampleBatch]) -> tuple[list[SampleBatch], Any]:
+        """These batches and every other one already waiting, up to the first command (which
+        is returned, to run next): the engine's cost is mostly per series, so a backlog is
+        caught up in one call."""
+        while True:
             try:
                 following = self._queue.get_nowait()
             except queue.Empty:
-                break
-            if isinstance(following, list):
-                batches += following
-                following = None
+                return batches, None
+            if not isinstance(following, list):
+                return batches, following
+            batches += following
+
+    def _ingest(self, batches: list[SampleBatch]) -> None:
         batch = merge(batches)
         size = len(batch)
         with self._lock:
@@ -253,7 +275,6 @@ class LiveDetector:
         self._reorder.add(batch, self._wanted)
         self.stats.late = self._order.late + self._reorder.late
         self._emit(alerts)
-        return following
 
     def _release(self, force: bool = False) -> None:
         alerts: list[Alert] = []
