@@ -2,7 +2,7 @@
 // live updates over server-sent events, and one view at a time in <main id="view">.
 
 import { api, subscribe, ApiError } from "./js/api.js";
-import { el, throttle } from "./js/util.js";
+import { el, throttle, themeChanged } from "./js/util.js";
 import { loadAlerts, annotations } from "./js/alerts.js";
 import * as runs from "./js/views/runs.js";
 import * as overview from "./js/views/overview.js";
@@ -68,6 +68,7 @@ function showError(err) {
 function applyTheme(theme) {
   const t = theme === "dark" ? "dark" : "light";
   document.documentElement.dataset.theme = t;
+  themeChanged();
   try {
     localStorage.setItem(THEME_KEY, t);
   } catch (e) {

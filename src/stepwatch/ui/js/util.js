@@ -76,8 +76,16 @@ export function ema(values, weight) {
   return out;
 }
 
-// The value of a CSS variable of the current theme.
-export const cssVar = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+// The value of a CSS variable of the current theme, read once per theme (reading computed
+// style while charts are being built would force a style recalculation each time).
+const themeVars = new Map();
+export function cssVar(name) {
+  if (!themeVars.has(name)) themeVars.set(name, getComputedStyle(document.documentElement).getPropertyValue(name).trim());
+  return themeVars.get(name);
+}
+
+// Forget the cached colours: the theme changed.
+export const themeChanged = () => themeVars.clear();
 
 // The i-th series colour of the current theme.
 export const color = (i) => cssVar("--c" + (i % 10));

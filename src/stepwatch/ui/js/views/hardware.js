@@ -1,7 +1,6 @@
 // Hardware: GPU utilization, memory, temperature and power per node (one line per GPU) as
 // small multiples, GPU memory trend by node, and host CPU, memory, network and disk.
 
-import { api, qs } from "../api.js";
 import { el, byLabel } from "../util.js";
 import { multi, lines } from "../data.js";
 import { panels, rangeBar } from "./common.js";
@@ -20,7 +19,7 @@ const HOST = [
   { id: "host.disk_write_bytes_per_s", title: "Disk write", unit: "bytes" },
 ];
 
-// One request per metric and range serves every node's small multiple (same width).
+// One request per metric and range serves every node's small multiple (about the same width).
 function shared(load) {
   let key = null;
   let pending = null;
@@ -34,21 +33,39 @@ function shared(load) {
   };
 }
 
+// About the width of one small multiple (grid of 240 px minimum columns), before it exists.
+function smallWidth(root) {
+  const width = root.clientWidth || 1200;
+  const cols = Math.max(1, Math.floor((width + 8) / 248));
+  return Math.max(32, Math.round((width - (cols - 1) * 8) / cols - 22));
+}
+
+// About the width of one chart of a two-column grid (460 px minimum columns).
+function wideWidth(root) {
+  const width = root.clientWidth || 1200;
+  const cols = Math.max(1, Math.floor((width + 12) / 472));
+  return Math.max(32, Math.round((width - (cols - 1) * 12) / cols - 22));
+}
+
 export async function render(root, ctx) {
   const run = ctx.run.id;
-  const gpuSeries = await multiNodes(run, ctx);
-  const nodes = gpuSeries.nodes;
   root.append(el("h2", { text: "Hardware · " + (ctx.run.name || ctx.run.id) }), rangeBar(ctx));
+  // Every GPU request starts now; the nodes to lay out come with the first answer.
+  const loads = GPU.map((m) => shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" })));
+  const hostLoads = HOST.map((m) => shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" })));
+  const range = ctx.range();
+  loads.forEach((load) => load(range, smallWidth(root), ctx.signal).catch(() => null)); // errors surface from the panels
+  hostLoads.forEach((load) => load(range, wideWidth(root), ctx.signal).catch(() => null));
+  const nodes = Array.from(new Set((await loads[0](range, 0, ctx.signal)).map((s) => s.labels.node).filter(Boolean))).sort(byLabel);
   const set = panels(ctx);
-  if (!nodes.length) root.append(el("p", { class: "empty", text: "No GPU metrics for this run." }));
-  let memory = null;
-  for (const m of GPU) {
+  if (!nodes.length) root.append(el("p", { class: "empty", text: "No GPU metrics for this run in this range." }));
+  const memory = loads[GPU.findIndex((m) => m.id === "gpu.mem_used_bytes")];
+  for (const [i, m] of GPU.entries()) {
+    const load = loads[i];
     const section = el("div", { class: "section" }, el("h2", { text: m.title }));
     const grid = el("div", { class: "grid-small" });
     section.append(grid);
     root.append(section);
-    const load = shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" }));
-    if (m.id === "gpu.mem_used_bytes") memory = load;
     for (const node of nodes) {
       set.add(grid, {
         id: `${m.id}:${node}`,
@@ -75,14 +92,14 @@ export async function render(root, ctx) {
   const hostGrid = el("div", { class: "grid2" });
   host.append(hostGrid);
   root.append(host);
-  for (const m of HOST) {
+  for (const [i, m] of HOST.entries()) {
     set.add(hostGrid, {
       id: m.id,
       title: m.title,
       unit: m.unit,
       height: 180,
       load: async (range, points, signal) => {
-        const list = (await multi({ name: m.id, run, range, points, signal, fields: "last" })).sort((a, b) => byLabel(a.labels.node, b.labels.node));
+        const list = (await hostLoads[i](range, points, signal)).slice().sort((a, b) => byLabel(a.labels.node, b.labels.node));
         return lines(list, (s) => s.labels.node || "host");
       },
     });
@@ -101,11 +118,4 @@ function nodeMax(series, nodes) {
     return { node, ts, last: ts.map((t) => byTs.get(t)) };
   });
   return lines(list, (s) => s.node);
-}
-
-// The run's nodes that report GPU metrics (from the series catalogue, no samples read).
-async function multiNodes(run, ctx) {
-  const series = await api("/series" + qs({ name: "gpu.util_pct", run }), { signal: ctx.signal });
-  const nodes = Array.from(new Set(series.map((s) => s.labels.node).filter(Boolean))).sort(byLabel);
-  return { nodes };
 }
