@@ -74,8 +74,8 @@ class SilenceBook:
     """Thread-safe register of silences; every change is recorded before it takes effect.
 
     Args:
-        record: writes events (the collector's store); called with the lock held, so
-            changes reach it in order.
+        record: writes events (the collector's store); changes reach it one at a time, in
+            order, and take effect once recorded.
         clock: wall time, in which silences start and end.
     """
 
@@ -83,7 +83,8 @@ class SilenceBook:
         self, record: Record = lambda events: None, clock: Callable[[], float] = time.time
     ) -> None:
         self._record, self._clock = record, clock
-        self._lock = threading.Lock()
+        self._changing = threading.Lock()  # held while a change is recorded: one at a time
+        self._lock = threading.Lock()  # held briefly: readers never wait on a recording
         self._entries: dict[str, SilenceEntry] = {}
 
     def restore(self, events: Iterable[Event]) -> None:
@@ -100,24 +101,26 @@ class SilenceBook:
 
     def add(self, silence: Silence) -> SilenceEntry:
         """Record and apply a new silence."""
-        with self._lock:
+        with self._changing:
             if silence.id in self._entries:
                 raise ValueError(f"a silence with id {silence.id!r} exists already")
             event = Event(self._clock(), SILENCE_EVENT, silence.comment, {}, _event_data(silence))
             self._record([event])
-            entry = self._entries[silence.id] = SilenceEntry(silence)
+            with self._lock:
+                entry = self._entries[silence.id] = SilenceEntry(silence)
             return entry
 
     def expire(self, silence_id: str, by: str = "") -> SilenceEntry:
         """End a silence now; KeyError when unknown. Expiring an ended silence changes nothing."""
-        with self._lock:
+        with self._changing:
             entry = self._entries[silence_id]
             now = self._clock()
             if entry.expired_at is not None or entry.silence.ends <= now:
                 return entry
             data = {"id": silence_id, "by": by}
             self._record([Event(now, SILENCE_EXPIRED_EVENT, "", {}, data)])
-            entry = self._entries[silence_id] = SilenceEntry(entry.silence, now)
+            with self._lock:
+                entry = self._entries[silence_id] = SilenceEntry(entry.silence, now)
             return entry
 
     def entries(self, include_ended: bool = False) -> list[SilenceEntry]:
