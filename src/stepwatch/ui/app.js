@@ -86,7 +86,9 @@ function toggleTheme() {
 // ---- runs ------------------------------------------------------------------------------------
 
 async function loadSummaries() {
-  shell.summaries = (await api("/runs/summary")) || [];
+  const early = window.stepwatchRuns; // asked for by the page while the modules loaded
+  window.stepwatchRuns = null;
+  shell.summaries = (early && (await early)) || (await api("/runs/summary")) || [];
   const select = $("run-select");
   const current = shell.params.run || "";
   select.replaceChildren(el("option", { value: "", text: "(choose a run)" }), ...shell.summaries.map((r) => el("option", { value: r.id, text: (r.name || r.id) + " · " + r.status })));
