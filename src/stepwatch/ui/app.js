@@ -114,7 +114,7 @@ const liveRefresh = throttle(() => {
   if (shell.view && shell.view.refresh) shell.view.refresh().catch(showError);
 }, LIVE_REFRESH_MS);
 
-// A view refreshes on new samples, or with `live: "events"` on new events (alerts, logs);
+// A view refreshes on new samples, or with `live: "events"` on new events of its `liveKinds`;
 // a view zoomed to a fixed range stays as it is; alert events redraw chart annotations.
 function onLive(name, data) {
   const summary = data && data.run ? runSummary(data.run) : null;
@@ -125,6 +125,7 @@ function onLive(name, data) {
     view.annotate().catch(showError); // a new alert state: redraw the markers
   }
   if (!view.refresh || (view.live || "data") !== name) return;
+  if (view.liveKinds && !(data.kinds && view.liveKinds.some((k) => k in data.kinds))) return;
   if (shell.name === "runs" || (!shell.params.to && (!shell.params.run || data.run === shell.params.run))) {
     liveRefresh();
   }

@@ -186,6 +186,7 @@ export async function render(root, ctx) {
   await load();
   return {
     live: "events",
+    liveKinds: ["alert"],
     refresh: load,
     escape() {
       details.replaceChildren();

@@ -88,7 +88,7 @@ export async function render(root, ctx) {
     box.append(el("div", { class: "heatmap-grid" }, el("div", { class: "muted heatmap-ylabel", text: "rank" }), labels, plot, el("div"), el("div"), axis));
     legend.style.background = "linear-gradient(to right, " + STOPS.map((s) => `rgb(${s.join(",")})`).join(", ") + ")";
     legendText.textContent = `${fmtNum(lo)} s … ${fmtNum(hi)} s · ${ranks.length} ranks × ${x.length} buckets`;
-    wire(canvas, rowH);
+    wire(canvas);
     box.dataset.points = String(cells);
     box.dataset.ready = "1";
   }

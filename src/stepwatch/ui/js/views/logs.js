@@ -14,9 +14,13 @@ function line(e, hit) {
   const text = e.data && e.data.traceback
     ? el("details", {}, el("summary", { text: (e.data.exception || e.text.split("\n").slice(-1)[0] || "traceback") + ` (${e.data.lines || e.text.split("\n").length} lines)` }), el("pre", { class: "log-text", text: e.text }))
     : el("pre", { class: "log-text", text: e.text });
+  const toggle = (ev) => {
+    const fold = text.tagName === "DETAILS" ? text : null;
+    if (fold && !fold.contains(ev.target)) fold.open = !fold.open; // Enter on a selected row
+  };
   return el(
     "div",
-    { class: "row" + (hit ? " hit selected" : ""), dataset: { row: "", ts: e.ts } },
+    { class: "row" + (hit ? " hit selected" : ""), dataset: { row: "", ts: e.ts }, onclick: toggle },
     el("span", { class: "muted", text: fmtTime(e.ts) }),
     el("span", { text: labels.node || "" }),
     el("span", { text: labels.rank !== undefined ? "rank " + labels.rank : "" }),
@@ -47,11 +51,18 @@ export async function render(root, ctx) {
     const events = (await api("/logs" + qs({ run: ctx.run.id, q: p.q, node: p.node, rank: p.rank, level: p.level, start, end, limit: LIMIT }), { signal: ctx.signal })) || [];
     let nearest = -1;
     if (at !== null) events.forEach((e, i) => (nearest = nearest < 0 || Math.abs(e.ts - at) < Math.abs(events[nearest].ts - at) ? i : nearest));
+    const opened = new Set(Array.from(list.querySelectorAll("details[open]"), (d) => d.closest("[data-ts]").dataset.ts));
     list.replaceChildren(...events.map((e, i) => line(e, i === nearest)));
+    for (const row of list.querySelectorAll("[data-ts]")) if (opened.has(row.dataset.ts)) row.querySelector("details").open = true;
     if (!events.length) list.append(el("p", { class: "empty", text: "No log lines match." }));
     const hit = list.querySelector(".hit");
-    if (hit) hit.scrollIntoView({ block: "center" });
+    if (hit && !opened.size) hit.scrollIntoView({ block: "center" });
   }
   await load();
-  return { live: "events", refresh: at === null ? load : undefined };
+  return {
+    live: "events",
+    liveKinds: ["log"],
+    refresh: at === null ? load : undefined,
+    escape: () => list.querySelectorAll("details[open]").forEach((d) => (d.open = false)),
+  };
 }
