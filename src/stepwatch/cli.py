@@ -461,10 +461,26 @@ def rules_test(files: tuple[Path, ...]) -> None:
     default=None,
     help="Rule file [default: the built-in pack].",
 )
-@click.option("--out", "out_path", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Alerts file to write (required unless --score).",
+)
 @click.option("--run", "run_id", default=None, help="The run to replay from a store file.")
+@click.option(
+    "--score",
+    "score_alerts",
+    is_flag=True,
+    help="Score the alerts against the labels of the scenario folders and print the table.",
+)
 def replay(
-    paths: tuple[Path, ...], rules_path: Path | None, out_path: Path, run_id: str | None
+    paths: tuple[Path, ...],
+    rules_path: Path | None,
+    out_path: Path | None,
+    run_id: str | None,
+    score_alerts: bool,
 ) -> None:
     """Run detection over recorded PATHS (scenario folders, Parquet exports, a store file)."""
     import time
@@ -477,11 +493,14 @@ def replay(
         builtin_rules,
         describe,
         load_rules,
+        score,
         to_record,
         write_alerts,
     )
     from .detect import replay as replay_run
 
+    if out_path is None and not score_alerts:
+        raise click.UsageError("give --out FILE, --score, or both")
     try:
         rules = load_rules(rules_path, DETECTORS) if rules_path else builtin_rules()
     except RuleError as exc:
@@ -497,11 +516,17 @@ def replay(
                 to_record(a) for a in replay_run(path, rules, run=run_id, on_samples=advance)
             ]
     elapsed = time.perf_counter() - started
-    write_alerts(out_path, records)
+    if out_path is not None:
+        write_alerts(out_path, records)
     click.echo(
         f"{len(records)} alerts from {total:,} samples in {elapsed:.1f} s "
-        f"({total / max(elapsed, 1e-9):,.0f} samples/s) -> {out_path}"
+        f"({total / max(elapsed, 1e-9):,.0f} samples/s)" + (f" -> {out_path}" if out_path else "")
     )
+    if score_alerts:
+        labelled = [p for p in paths if (p / "labels.json").is_file()]
+        if not labelled:
+            raise click.ClickException("--score needs scenario folders with a labels.json")
+        click.echo(score(records, labelled).table())
 
 
 @main.group()

@@ -27,6 +27,18 @@ from ._rules import (
     load_rules,
     parse_rules,
 )
+from ._scoring import (
+    INCIDENT_GAP_S,
+    WINDOW_AFTER_S,
+    WINDOW_BEFORE_S,
+    Incident,
+    KindScore,
+    Label,
+    LabelOutcome,
+    Scenario,
+    Score,
+    score,
+)
 from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
 from ._templates import check_template, render
@@ -35,11 +47,14 @@ __all__ = [
     "ALERT_EVENT",
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
+    "INCIDENT_GAP_S",
     "LOG_REPEAT_S",
     "MAD_SCALE",
     "SEVERITIES",
     "SILENCE_EVENT",
     "SILENCE_EXPIRED_EVENT",
+    "WINDOW_AFTER_S",
+    "WINDOW_BEFORE_S",
     "Absence",
     "AbsenceFinding",
     "Alert",
@@ -53,7 +68,11 @@ __all__ = [
     "Direction",
     "Engine",
     "HoldFor",
+    "Incident",
     "Inhibition",
+    "KindScore",
+    "Label",
+    "LabelOutcome",
     "Lifecycle",
     "LiveAlert",
     "LiveDetector",
@@ -74,6 +93,8 @@ __all__ = [
     "RuleFiles",
     "RuleSet",
     "RuleTestResult",
+    "Scenario",
+    "Score",
     "Share",
     "Signal",
     "Silence",
@@ -96,6 +117,7 @@ __all__ = [
     "render",
     "replay",
     "run_rule_tests",
+    "score",
     "to_record",
     "write_alerts",
 ]
