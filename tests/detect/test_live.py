@@ -274,6 +274,40 @@ def test_a_changed_rule_that_was_firing_fires_afresh(
     ]
 
 
+TWO_FOR_ONE = """\
+groups:
+  - name: g
+    rules:
+      - alert: hot
+        signal: {metric: gpu.temp_c, by: [node]}
+        threshold: "> 80"
+        for: 30s
+      - alert: warm_for_long
+        kind: hot
+        signal: {metric: gpu.temp_c, by: [node]}
+        threshold: "> 70"
+        for: 35s
+"""
+
+
+def test_an_alert_another_rule_still_holds_stays_open_when_its_rule_goes(
+    started: list[LiveDetector], recorder: Recorder, rule_file: Path
+) -> None:
+    rule_file.write_text(TWO_FOR_ONE)
+    live = _live(started, RuleFiles([rule_file]), recorder)
+    live.feed([_temps("n0", 0, 40, 95.0)])  # hot opens the alert at 30, warm_for_long joins at 35
+    live.flush()
+    (opened,) = recorder.alerts()
+    assert (opened.rule, opened.ts) == ("hot", 30.0)
+    rule_file.write_text(TWO_FOR_ONE.replace("alert: hot\n", "alert: gone\n        kind: x\n"))
+    live.reload()
+    assert len(recorder.alerts()) == 1  # warm_for_long still fires: the alert stays open
+    live.feed([_temps("n0", 40, 45, 50.0)])
+    live.flush()
+    closed = recorder.alerts()[1]
+    assert (closed.id, closed.state, closed.ts) == (opened.id, "resolved", 40.0)
+
+
 def test_a_bad_rule_file_keeps_the_old_rules_running(
     started: list[LiveDetector], recorder: Recorder, rule_file: Path
 ) -> None:

@@ -304,6 +304,10 @@ class Engine:
             counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def firing(self, kind: str, labels: Mapping[str, str]) -> bool:
+        """Whether a rule holds an alert of this kind about this entity firing now."""
+        return (kind, tuple(sorted(labels.items()))) in self._dedup.firing
+
     def process(self, batch: SampleBatch) -> list[Alert]:
         """Feed one batch (each series' samples in time order); return alert transitions."""
         alerts: list[Alert] = []

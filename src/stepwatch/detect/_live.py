@@ -306,7 +306,12 @@ class LiveDetector:
         per_series, across = _split(rules, self._detectors)
         dropped = self._now_engine.reload(per_series) | self._ordered_engine.reload(across)
         self._wanted = self._wanted_names(across)
-        ended = [a for a in self._open.values() if a.rule_key in dropped]
+        engines = (self._now_engine, self._ordered_engine)
+        ended = [  # an alert another rule still holds firing stays open, in its name
+            a
+            for a in self._open.values()
+            if a.rule_key in dropped and not any(e.firing(a.kind, a.labels) for e in engines)
+        ]
         self._publish([self._closed(a, self._data_now, "rule changed") for a in ended])
         before = {r.key for r in self.rules.rules}
         kept = sum(1 for r in rules.rules if r.key in before and r.key not in dropped)
