@@ -3,9 +3,11 @@ and the live stream of commits (which must not hold up a shutdown)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
+import threading
 from typing import Any
 
 import httpx
@@ -14,6 +16,7 @@ import pytest
 
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
 from stepwatch.server._app import UI_DIR
+from stepwatch.server._stream import StreamHub
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
 T0 = 1_780_000_000.0
@@ -354,6 +357,34 @@ def test_stream_skips_duplicates_and_splits_batches_of_several_runs(server: Any)
         ("events", {"run": None, "kinds": {"note": T0 + 5}}),
         ("data", {"run": "r1", "ts": T0 + 10}),
         ("data", {"run": "r2", "ts": T0 + 25}),
+    ]
+
+
+def test_a_slow_reader_gets_one_line_per_run_and_close_ends_the_stream() -> None:
+    """Commits merge while nobody reads; close() from another thread ends the stream."""
+
+    async def rest(stream: Any) -> list[str]:
+        return [chunk async for chunk in stream]
+
+    async def scenario() -> list[str]:
+        hub = StreamHub()
+        stream = hub.events("r1")
+        out = [await anext(stream)]
+        for k in range(500):
+            hub.publish([metric_batch("a", "r1", {("train.loss", ()): [1.0]}, t0=T0 + k, seq=k)])
+        hub.publish([metric_batch("b", "r2", {("train.loss", ()): [1.0]}, t0=T0 + 999)])
+        out.append(await anext(stream))
+        closer = threading.Thread(target=hub.close)
+        closer.start()
+        out += await asyncio.wait_for(
+            rest(stream), 10
+        )  # hangs, so fails, if close() did not end it
+        closer.join()
+        return out
+
+    assert asyncio.run(scenario()) == [
+        "retry: 2000\n: connected\n\n",
+        f"event: data\ndata: {json.dumps({'run': 'r1', 'ts': T0 + 499})}\n\n",
     ]
 
 

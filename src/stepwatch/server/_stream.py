@@ -71,13 +71,21 @@ def changes(batches: Sequence[SampleBatch]) -> Changes:
 
 @dataclass(eq=False, slots=True)
 class _Subscriber:
+    """One open stream: what it has not been told yet (at most a line per run) and its wake-up."""
+
     run: str | None
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[Changes | None]
+    wake: asyncio.Event
+    pending: Changes = field(default_factory=dict)
+    closed: bool = False
 
 
 class StreamHub:
-    """Subscribers per run; ``publish`` is a writer commit hook, safe from any thread."""
+    """Subscribers per run; ``publish`` is a writer commit hook, safe from any thread.
+
+    Commits merge into each subscriber's pending changes, so a slow reader costs a
+    line per run, never a queue that grows with every commit.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -94,35 +102,44 @@ class StreamHub:
         with self._lock:
             self._closed = True
             subs = list(self._subs)
+            for sub in subs:
+                sub.closed = True
         for sub in subs:
-            self._send(sub, None)
+            self._wake(sub)
 
     def publish(self, batches: Sequence[SampleBatch]) -> None:
         """Tell the subscribers of each run what the committed ``batches`` brought."""
-        with self._lock:
-            subs = list(self._subs)
-        if not subs:
+        if not self._subs:
             return
         found = changes(batches)
-        for sub in subs:
-            mine = {  # a copy each: the subscriber's loop merges into it
-                r: Change(c.ts, dict(c.events))
-                for r, c in found.items()
-                if sub.run is None or r == sub.run
-            }
-            if mine:
-                self._send(sub, mine)
+        told = []
+        with self._lock:
+            for sub in self._subs:
+                mine = {r: c for r, c in found.items() if sub.run is None or r == sub.run}
+                _merge(sub.pending, mine)
+                if mine:
+                    told.append(sub)
+        for sub in told:
+            self._wake(sub)
 
     @staticmethod
-    def _send(sub: _Subscriber, item: Changes | None) -> None:
+    def _wake(sub: _Subscriber) -> None:
         try:
-            sub.loop.call_soon_threadsafe(sub.queue.put_nowait, item)
+            sub.loop.call_soon_threadsafe(sub.wake.set)
         except RuntimeError:  # the loop has closed: that stream is gone already
             pass
 
+    def _take(self, sub: _Subscriber) -> Changes | None:
+        """What ``sub`` has to be told now; None once the hub closed it."""
+        with self._lock:
+            if sub.closed:
+                return None
+            found, sub.pending = sub.pending, {}
+            return found
+
     async def events(self, run: str | None) -> AsyncIterator[str]:
         """The text of one SSE stream: ``event: data`` and ``event: events`` per run changed."""
-        sub = _Subscriber(run, asyncio.get_running_loop(), asyncio.Queue())
+        sub = _Subscriber(run, asyncio.get_running_loop(), asyncio.Event())
         with self._lock:
             if self._closed:
                 return
@@ -131,18 +148,16 @@ class StreamHub:
             yield "retry: 2000\n: connected\n\n"
             while True:
                 try:
-                    item = await asyncio.wait_for(sub.queue.get(), HEARTBEAT_S)
+                    await asyncio.wait_for(sub.wake.wait(), HEARTBEAT_S)
                 except TimeoutError:
                     yield ": heartbeat\n\n"
                     continue
-                if item is None:
+                sub.wake.clear()
+                found = self._take(sub)
+                if found is None:
                     return
-                while not sub.queue.empty():  # coalesce whatever else has arrived
-                    more = sub.queue.get_nowait()
-                    if more is None:
-                        return
-                    _merge(item, more)
-                yield _render(item)
+                if found:
+                    yield _render(found)
         finally:
             with self._lock:
                 self._subs.discard(sub)
