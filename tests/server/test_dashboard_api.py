@@ -376,9 +376,7 @@ def test_a_slow_reader_gets_one_line_per_run_and_close_ends_the_stream() -> None
         out.append(await anext(stream))
         closer = threading.Thread(target=hub.close)
         closer.start()
-        out += await asyncio.wait_for(
-            rest(stream), 10
-        )  # hangs, so fails, if close() did not end it
+        out += await asyncio.wait_for(rest(stream), 10)  # times out unless close() ends it
         closer.join()
         return out
 
