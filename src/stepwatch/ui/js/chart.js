@@ -49,7 +49,8 @@ function withAlpha(c, a) {
 export class ChartPanel {
   // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?}]},
   // xMode ("time" | "step" | "value"), xLabel (legend name of x), smoothing (0..1), annotations [{ts, end?, severity, label}],
-  // onRange(start, end) for drag-to-zoom, onReset() for double-click.
+  // onRange(start, end) for drag-to-zoom, onReset() for double-click, sync (charts with the same
+  // key share the cursor).
   constructor(parent, opts) {
     this.opts = Object.assign({ height: 220, xMode: "time", smoothing: 0, annotations: [], legend: true }, opts);
     this.root = el("div", { class: "panel" }, opts.title ? el("h3", { text: opts.title }) : null);
@@ -157,7 +158,7 @@ export class ChartPanel {
       },
       series: series.map((s, i) => (i === 0 ? { label: this.opts.xLabel || (time ? "time" : this.opts.xMode) } : Object.assign({ value: (u, v) => fmtNum(v, unit) }, s))),
       axes: [Object.assign({}, axis), Object.assign({ size: 70, values: (u, vals) => vals.map((v) => fmtNum(v, unit)) }, axis)],
-      cursor: { drag: { x: true, y: false, setScale: false } },
+      cursor: { drag: { x: true, y: false, setScale: false }, sync: this.opts.sync ? { key: this.opts.sync } : undefined },
       hooks: {
         drawAxes: [(u) => this.paintBands(u)],
         draw: [(u) => this.paintAnnotations(u)],

@@ -24,7 +24,8 @@ export function panels(ctx) {
   const api = {
     list,
     add(parent, opts) {
-      const p = new ChartPanel(parent, Object.assign({ onRange: (a, b) => ctx.zoom(a, b), onReset: () => ctx.resetZoom(), annotations }, opts));
+      const defaults = { onRange: (a, b) => ctx.zoom(a, b), onReset: () => ctx.resetZoom(), annotations, sync: ctx.name };
+      const p = new ChartPanel(parent, Object.assign(defaults, opts));
       list.push(p);
       return p;
     },
