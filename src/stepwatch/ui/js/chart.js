@@ -50,15 +50,19 @@ export class ChartPanel {
   // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?}]},
   // xMode ("time" | "step" | "value"), xLabel (legend name of x), smoothing (0..1), annotations [{ts, end?, severity, label}],
   // onRange(start, end) for drag-to-zoom, onReset() for double-click, sync (charts with the same
-  // key share the cursor).
+  // key share the cursor), onPick(series index) for a click on a legend-less chart.
   constructor(parent, opts) {
     this.opts = Object.assign({ height: 220, xMode: "time", smoothing: 0, annotations: [], legend: true }, opts);
-    this.root = el("div", { class: "panel" }, opts.title ? el("h3", { text: opts.title }) : null);
+    // Without a legend, the header tells the series nearest the cursor and its value.
+    this.readout = el("span", { class: "readout muted" });
+    this.root = el("div", { class: "panel" }, opts.title ? el("h3", {}, opts.title, " ", this.readout) : null);
     this.box = el("div", { class: "chart", dataset: { chart: opts.id } });
     this.root.append(this.box);
     parent.append(this.root);
     this.plot = null;
     this.last = null;
+    this.near = null;
+    this.dragged = false;
     this.observer = new ResizeObserver(() => this.resize());
     this.observer.observe(this.box);
   }
@@ -163,7 +167,8 @@ export class ChartPanel {
         drawAxes: [(u) => this.paintBands(u)],
         draw: [(u) => this.paintAnnotations(u)],
         setSelect: [(u) => this.selected(u)],
-        ready: [(u) => u.over.addEventListener("dblclick", () => this.opts.onReset && this.opts.onReset())],
+        setCursor: this.opts.legend ? [] : [(u) => this.hovered(u)],
+        ready: [(u) => this.wire(u)],
       },
     };
   }
@@ -245,9 +250,45 @@ export class ChartPanel {
     ctx.restore();
   }
 
+  wire(u) {
+    u.over.addEventListener("dblclick", () => this.opts.onReset && this.opts.onReset());
+    u.over.addEventListener("click", () => {
+      if (this.dragged || !this.opts.onPick || this.near === null) return;
+      this.opts.onPick(this.near);
+    });
+    u.over.addEventListener("mousedown", () => (this.dragged = false));
+    u.over.addEventListener("mouseleave", () => {
+      this.near = null;
+      this.readout.textContent = "";
+    });
+    if (this.opts.onPick) u.over.style.cursor = "pointer";
+  }
+
+  // The series whose value at the cursor is nearest the cursor's height.
+  hovered(u) {
+    const { idx, top } = u.cursor;
+    this.near = null;
+    if (idx === null || idx === undefined || top === null || top < 0) {
+      this.readout.textContent = "";
+      return;
+    }
+    const y = u.posToVal(top, "y");
+    let best = Infinity;
+    for (let i = 1; i < u.series.length; i += 1) {
+      const v = u.data[i][idx];
+      if (v === null || v === undefined) continue;
+      if (Math.abs(v - y) < best) {
+        best = Math.abs(v - y);
+        this.near = i - 1;
+      }
+    }
+    this.readout.textContent = this.near === null ? "" : `${u.series[this.near + 1].label}: ${fmtNum(u.data[this.near + 1][idx], this.opts.unit)}`;
+  }
+
   selected(u) {
     const sel = u.select;
     if (sel.width < 4) return;
+    this.dragged = true;
     const a = this.tsOfX(u.posToVal(sel.left, "x"));
     const b = this.tsOfX(u.posToVal(sel.left + sel.width, "x"));
     u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);

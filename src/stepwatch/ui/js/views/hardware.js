@@ -62,6 +62,7 @@ export async function render(root, ctx) {
   const memory = loads[GPU.findIndex((m) => m.id === "gpu.mem_used_bytes")];
   for (const [i, m] of GPU.entries()) {
     const load = loads[i];
+    const gpusOf = {};
     const section = el("div", { class: "section" }, el("h2", { text: m.title }));
     const grid = el("div", { class: "grid-small" });
     section.append(grid);
@@ -74,9 +75,11 @@ export async function render(root, ctx) {
         height: 140,
         legend: false,
         load: async (range, points, signal) => {
-          const mine = (await load(range, points, signal)).filter((s) => s.labels.node === node).sort((a, b) => byLabel(a.labels.gpu, b.labels.gpu));
-          return lines(mine, (s) => "gpu " + s.labels.gpu);
+          gpusOf[node] = (await load(range, points, signal)).filter((s) => s.labels.node === node).sort((a, b) => byLabel(a.labels.gpu, b.labels.gpu));
+          return lines(gpusOf[node], (s) => "gpu " + s.labels.gpu);
         },
+        // A click drills into the GPU under the cursor against its peers.
+        onPick: (i) => gpusOf[node][i] && ctx.go("node", { metric: m.id, node, gpu: gpusOf[node][i].labels.gpu }),
       });
     }
   }
