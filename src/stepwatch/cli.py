@@ -102,6 +102,24 @@ def server(
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @_rules_option
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="KIND[@S[+D]][:PLACE]",
+    help="Inject a fault from S seconds on (default 60), for D seconds, at PLACE (nodeN, "
+    "nodeN/gpuG or rankR), e.g. gpu_thermal@60:node1/gpu3. Kinds: nonfinite, loss_spike, "
+    "loss_divergence, straggler, gpu_thermal, gpu_memory_pressure, node_down, log_oom "
+    "(repeatable).",
+)
+@click.option(
+    "--record",
+    "record_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write a labelled scenario to DIR/<name>/ in simulated time instead of running "
+    "live (no collector); needs --duration.",
+)
 def demo(
     duration: float | None,
     nodes: int,
@@ -112,21 +130,36 @@ def demo(
     step_interval: float,
     seed: int,
     rules: tuple[Path, ...],
+    faults: tuple[str, ...],
+    record_dir: Path | None,
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
-    from .demo import DemoConfig, run_demo
+    from .demo import DemoConfig, Fault, record_scenario, run_demo
 
-    config = DemoConfig(
-        nodes=nodes,
-        gpus_per_node=gpus,
-        duration_s=duration,
-        store_path=store_path,
-        host=host,
-        port=port,
-        step_interval_s=step_interval,
-        seed=seed,
-        rules=rules,
-    )
+    if record_dir is not None and duration is None:
+        raise click.UsageError("--record needs --duration: how many simulated seconds to record")
+    try:
+        config = DemoConfig(
+            nodes=nodes,
+            gpus_per_node=gpus,
+            duration_s=duration,
+            store_path=store_path,
+            host=host,
+            port=port,
+            step_interval_s=step_interval,
+            seed=seed,
+            rules=rules,
+            faults=tuple(Fault.parse(f) for f in faults),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if record_dir is not None:
+        got = record_scenario(config, record_dir)
+        click.echo(
+            f"wrote {got.path}: {got.simulated_s:g} simulated s, {got.steps:,} steps, "
+            f"{got.samples:,} samples, {got.log_lines} log lines, {got.labels} labels"
+        )
+        return
     stop = threading.Event()
     with _stop_on_sigterm(stop), _clear_rule_errors():
         run_demo(config, out=click.echo, stop=stop)

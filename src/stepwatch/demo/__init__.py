@@ -1,23 +1,31 @@
-"""`stepwatch demo`: a simulated multi-node training, watched live through the real pipeline."""
+"""`stepwatch demo`: a simulated multi-node training, watched live through the real pipeline,
+with faults injected on demand or recorded as a labelled scenario."""
 
 from ..model import GPU_METRICS, HOST_METRICS
 from ._config import DemoConfig, DemoSummary
 from ._driver import run_demo
+from ._faults import FAULT_KINDS, Fault, FaultPlan
 from ._hardware import HardwareSample, HardwareSim
+from ._record import RecordedScenario, record_scenario
 from ._shape import TrainingShape
 from ._training import Activity, Phase, StepMetrics, TrainingSim
 
 __all__ = [
+    "FAULT_KINDS",
     "GPU_METRICS",
     "HOST_METRICS",
     "Activity",
     "DemoConfig",
     "DemoSummary",
+    "Fault",
+    "FaultPlan",
     "HardwareSample",
     "HardwareSim",
     "Phase",
+    "RecordedScenario",
     "StepMetrics",
     "TrainingShape",
     "TrainingSim",
+    "record_scenario",
     "run_demo",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._faults import Fault, FaultPlan
 from ._shape import TrainingShape
 
 
@@ -29,6 +30,7 @@ class DemoConfig:
         flush_interval_s: how often each SDK run makes its buffer durable and ships it.
         spool_dir: where the SDK spools; None uses a temporary directory removed at the end.
         rules: rule files the collector runs besides the built-in pack (re-read on change).
+        faults: faults injected into the simulated run (none: a healthy run).
     """
 
     nodes: int = 4
@@ -47,6 +49,7 @@ class DemoConfig:
     flush_interval_s: float = 1.0
     spool_dir: Path | None = None
     rules: tuple[Path, ...] = ()
+    faults: tuple[Fault, ...] = ()
 
     def __post_init__(self) -> None:
         if self.duration_s is not None and not self.duration_s > 0:
@@ -54,6 +57,7 @@ class DemoConfig:
         for name in ("hw_interval_s", "report_every_s", "flush_interval_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        FaultPlan(self.shape(), self.faults)  # every fault fits the cluster
 
     def shape(self) -> TrainingShape:
         """The simulated training this demo runs."""

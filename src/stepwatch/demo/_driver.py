@@ -20,7 +20,8 @@ from pathlib import Path
 from ..model import RunStatus
 from ..server import ServerThread
 from ._config import DemoConfig, DemoSummary
-from ._fleet import Fleet
+from ._faults import FaultPlan
+from ._fleet import Fleet, Sink
 from ._hardware import HardwareSample, HardwareSim
 from ._report import Reporter, step_events
 from ._training import StepMetrics, TrainingSim
@@ -30,14 +31,26 @@ Out = Callable[[str], object]
 MAX_LAG_S = 2.0
 
 
-class _Player:
-    """Plays steps and hardware readings at their wall-clock times, until stopped."""
+class Player:
+    """Plays steps and hardware readings at their times on a clock, with the planned faults.
 
-    def __init__(self, config: DemoConfig, fleet: Fleet, report: Reporter, now: float) -> None:
+    The clock is the wall clock live, or simulated time when a scenario is recorded.
+    """
+
+    def __init__(
+        self,
+        config: DemoConfig,
+        fleet: Sink,
+        report: Reporter,
+        now: float,
+        faults: FaultPlan | None = None,
+    ) -> None:
         self.shape = config.shape()
         self.config, self.fleet, self.report = config, fleet, report
+        self.faults = FaultPlan(self.shape) if faults is None else faults
         self.training, self.hardware = TrainingSim(self.shape), HardwareSim(self.shape)
         self.start = now
+        self.faults_until = -math.inf
         self.last: StepMetrics | None = None
         self._begin(self.training.step(0), now)
         self.hw_index, self.hw_due = 0, now
@@ -46,7 +59,7 @@ class _Player:
         self.samples = self.events = self.steps_done = 0
 
     def _begin(self, step: StepMetrics, now: float) -> None:
-        self.current, self.step_start = step, now
+        self.current, self.step_start = self.faults.step(step, now - self.start), now
         self.pause_noticed = step.duration_s <= step.train_s  # nothing to announce
 
     def next_due(self) -> float:
@@ -58,6 +71,7 @@ class _Player:
 
     def advance(self, now: float) -> bool:
         """Do everything due by ``now``; False once the planned steps are all done."""
+        self._inject(now)
         if now >= self.step_start + self.current.train_s:
             self._notice_pause()
         while now >= self.step_start + self.current.duration_s:
@@ -71,6 +85,17 @@ class _Player:
             self.report.progress(self.last, phase, self.samples)
             self.report_due = _next_tick(self.report_due, self.config.report_every_s, now)
         return True
+
+    def _inject(self, now: float) -> None:
+        """Act on the faults that begin by ``now``: a node falls silent, a log line appears."""
+        t = now - self.start
+        for fault in self.faults.starting(self.faults_until, t):
+            self.report.fault(fault.text())
+            if fault.kind == "node_down":
+                self.fleet.drop_node(fault.node)
+            elif fault.kind == "log_oom":
+                self.fleet.log_line(fault.rank, self.faults.oom_line(fault.rank))
+        self.faults_until = t
 
     def _notice_pause(self) -> None:
         if not self.pause_noticed:
@@ -93,8 +118,9 @@ class _Player:
         activity = self.current.activity_at(now - self.step_start)
         prev, dt = (None, 0.0) if self.last_hw is None else (self.last_hw[1], now - self.last_hw[0])
         sample = self.hardware.sample(self.hw_index, activity, prev, dt)
-        self.samples += self.fleet.log_hardware(sample)
-        self.last_hw = (now, sample)
+        shown = self.faults.hardware(sample, now - self.start, self.hw_index)
+        self.samples += self.fleet.log_hardware(shown)
+        self.last_hw = (now, sample)  # the healthy reading carries the thermal state on
         self.hw_index += 1
         self.hw_due = _next_tick(self.hw_due, self.config.hw_interval_s, now)
 
@@ -141,8 +167,17 @@ def run_demo(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="stepwatch-demo-"))
         )
         report.banner(server.url, run_id)
-        fleet = Fleet(config.shape(), run_id, server.url, spool, config.flush_interval_s)
-        player = _Player(config, fleet, report, clock())
+        faults = FaultPlan(config.shape(), config.faults)
+        report.faults(faults)
+        fleet = Fleet(
+            config.shape(),
+            run_id,
+            server.url,
+            spool,
+            config.flush_interval_s,
+            mortal=faults.down_nodes(),
+        )
+        player = Player(config, fleet, report, clock(), faults)
         status = _play_then_finish(player, clock, stop or threading.Event(), out)
     elapsed = clock() - player.start
     summary = DemoSummary(
@@ -153,7 +188,7 @@ def run_demo(
 
 
 def _play_then_finish(
-    player: _Player, clock: Callable[[], float], stop: threading.Event, out: Out
+    player: Player, clock: Callable[[], float], stop: threading.Event, out: Out
 ) -> str:
     """Play until the end, Ctrl-C or ``stop``; then finish every run with how it ended."""
     status = RunStatus.KILLED
@@ -170,7 +205,7 @@ def _play_then_finish(
     return status
 
 
-def _play(player: _Player, clock: Callable[[], float], stop: threading.Event) -> str:
+def _play(player: Player, clock: Callable[[], float], stop: threading.Event) -> str:
     """The loop: sleep until the next thing is due, do it; the run's final status."""
     duration = player.config.duration_s
     deadline = math.inf if duration is None else player.start + duration

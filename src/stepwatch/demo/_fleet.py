@@ -7,20 +7,39 @@ its GPUs and host, each through its own spool and sender.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..model import RunStatus
-from ..sdk import Run
+from ..sdk import HEARTBEAT, Run
 from ._hardware import HardwareSample
 from ._shape import TrainingShape
 from ._training import StepMetrics
 
 PROJECT = "demo"
+#: How often a producer's liveness sample is sent (the SDK's default).
+HEARTBEAT_S = 5.0
+
+
+class Sink(Protocol):
+    """Where the played simulation goes: the SDK fleet live, or a recording in simulated time."""
+
+    def log_step(self, m: StepMetrics) -> int: ...
+    def log_hardware(self, sample: HardwareSample) -> int: ...
+    def event(self, kind: str, text: str, **data: Any) -> None: ...
+    def log_line(self, rank: int, text: str) -> None: ...
+    def drop_node(self, node: int) -> None: ...
+    def finish(self, status: str) -> None: ...
 
 
 class Fleet:
-    """Every SDK Run of the simulated job; each ``log_*`` returns how many samples it logged."""
+    """Every SDK Run of the simulated job; each ``log_*`` returns how many samples it logged.
+
+    The processes of ``mortal`` nodes (those a fault takes down) send their heartbeats through
+    the fleet rather than their own timer, so that they fall silent with the node.
+    """
 
     def __init__(
         self,
@@ -29,8 +48,11 @@ class Fleet:
         server: str,
         spool_dir: Path,
         flush_interval_s: float,
+        mortal: frozenset[int] = frozenset(),
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        self.shape = shape
+        self.shape, self._wall = shape, wall
+        self.dropped: set[int] = set()
         # Every process registers the same metadata, so whichever registers last agrees.
         common: dict[str, Any] = {
             "project": PROJECT,
@@ -46,43 +68,75 @@ class Fleet:
         self.nodes: list[Run] = []
         try:
             for r in range(shape.ranks):
-                node = shape.node_name(r // shape.gpus_per_node)
-                self.ranks.append(_run(common, {"rank": r, "node": node}, node))
+                n = r // shape.gpus_per_node
+                node = shape.node_name(n)
+                self.ranks.append(_run(common, {"rank": r, "node": node}, node, n in mortal))
             for n in range(shape.nodes):
                 node = shape.node_name(n)
-                self.nodes.append(_run(common, {"node": node}, node))
+                self.nodes.append(_run(common, {"node": node}, node, n in mortal))
         except BaseException:
             self.finish(RunStatus.FAILED)
             raise
         self._gpu_labels = [{"gpu": g} for g in range(shape.gpus_per_node)]
+        self._mortal = sorted(mortal)
+        self._started, self._beat_due = wall(), wall()
+
+    def _live(self, rank: int) -> bool:
+        return rank // self.shape.gpus_per_node not in self.dropped
 
     def log_step(self, m: StepMetrics) -> int:
         """Each rank logs its timings; rank 0 the training curves; node leaders their checkpoint."""
         columns = {name: values.tolist() for name, values in m.timings.items()}
-        for r, run in enumerate(self.ranks):
-            run.log({name: column[r] for name, column in columns.items()}, step=m.step)
+        live = [r for r in range(len(self.ranks)) if self._live(r)]
+        for r in live:
+            self.ranks[r].log({name: column[r] for name, column in columns.items()}, step=m.step)
         self.ranks[0].log(m.train, step=m.step)
-        logged = len(self.ranks) * len(columns) + len(m.train)
+        logged = len(live) * len(columns) + len(m.train)
         if m.ckpt_bytes:
             for n, write_s in enumerate(m.ckpt_write_s.tolist()):
-                leader = self.ranks[n * self.shape.gpus_per_node]
-                leader.log({"ckpt.write_s": write_s, "ckpt.bytes": m.ckpt_bytes}, step=m.step)
-            logged += 2 * self.shape.nodes
+                if n not in self.dropped:
+                    leader = self.ranks[n * self.shape.gpus_per_node]
+                    leader.log({"ckpt.write_s": write_s, "ckpt.bytes": m.ckpt_bytes}, step=m.step)
+                    logged += 2
         return logged
 
     def log_hardware(self, sample: HardwareSample) -> int:
         """Each node's agent logs its GPUs (labelled by index) and its host."""
         gpu = {name: values.tolist() for name, values in sample.gpu.items()}
         host = {name: values.tolist() for name, values in sample.host.items()}
-        for n, run in enumerate(self.nodes):
+        live = [n for n in range(len(self.nodes)) if n not in self.dropped]
+        for n in live:
+            run = self.nodes[n]
             for g, labels in enumerate(self._gpu_labels):
                 run.log({name: rows[n][g] for name, rows in gpu.items()}, labels=labels)
             run.log({name: column[n] for name, column in host.items()})
-        return self.shape.nodes * (self.shape.gpus_per_node * len(gpu) + len(host))
+        self._beat()
+        return len(live) * (self.shape.gpus_per_node * len(gpu) + len(host))
+
+    def _beat(self) -> None:
+        """The heartbeats of the mortal nodes' processes that are still alive, when due."""
+        now = self._wall()
+        if not self._mortal or now < self._beat_due:
+            return
+        self._beat_due = now + HEARTBEAT_S
+        for n in self._mortal:
+            if n not in self.dropped:
+                first = n * self.shape.gpus_per_node
+                for run in [*self.ranks[first : first + self.shape.gpus_per_node], self.nodes[n]]:
+                    run.log({HEARTBEAT: now - self._started})
 
     def event(self, kind: str, text: str, **data: Any) -> None:
         """An event of the whole job, recorded by rank 0."""
         self.ranks[0].event(kind, text, **data)
+
+    def log_line(self, rank: int, text: str) -> None:
+        """A line of one rank's log (as the node agent's log tailer would ship it)."""
+        if self._live(rank):
+            self.ranks[rank].event("log", text, level="error")
+
+    def drop_node(self, node: int) -> None:
+        """The node is lost: its processes log nothing more (their runs end with the others)."""
+        self.dropped.add(node)
 
     def finish(self, status: str) -> None:
         """Finish every run, rank 0 last, so the run's end is recorded after all its data."""
@@ -90,6 +144,7 @@ class Fleet:
             run.finish(status)
 
 
-def _run(common: dict[str, Any], labels: dict[str, object], node: str) -> Run:
+def _run(common: dict[str, Any], labels: dict[str, object], node: str, mortal: bool) -> Run:
     """One SDK run, blind to this machine's environment and host name."""
-    return Run(**common, labels=labels, environ={}, hostname=node)
+    beat = None if mortal else HEARTBEAT_S
+    return Run(**common, labels=labels, heartbeat_s=beat, environ={}, hostname=node)

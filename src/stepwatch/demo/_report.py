@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ._config import DemoConfig, DemoSummary
+from ._faults import FaultPlan
 from ._shape import TrainingShape
 from ._training import Phase, StepMetrics
 
@@ -81,6 +82,14 @@ class Reporter:
 
     def event(self, event: StepEvent) -> None:
         self._out(event.text)
+
+    def faults(self, plan: FaultPlan) -> None:
+        """The faults planned for the run, announced at its start."""
+        for fault in plan.placed:
+            self._out(f"fault planned: {fault.text()}")
+
+    def fault(self, text: str) -> None:
+        self._out(f"fault injected: {text}")
 
     def stopping(self, status: str) -> None:
         self._out(f"stopping ({status}): finishing the runs, flushing, stopping the collector")
