@@ -210,11 +210,19 @@ def _run(args: argparse.Namespace, workdir: Path) -> None:
     time.sleep(3.0)  # the last fault's alert may still be on its way
     stop_polling.set()
     poller.join()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/api/v1/alerts/stats")
+    stats = json.loads(conn.getresponse().read())
+    conn.close()
     collector.send_signal(signal.SIGTERM)
     code = collector.wait(timeout=300)
     listener.close()
     faults = [f for s in results for f in s.faults]
     _report(args, results, elapsed, faults, listener.seen, polled, code)
+    print(
+        f"detection: {stats['samples']:,} samples seen, {stats['queued']:,} still queued, "
+        f"{stats['dropped']:,} skipped, {stats['late']:,} raised in time, {stats['errors']} errors"
+    )
 
 
 def _report(

@@ -121,6 +121,9 @@ def test_a_nan_loss_is_listed_and_streamed(api: httpx.Client) -> None:
     assert firing["annotations"]["summary"] and firing["playbook"]
     (listed,) = _until(lambda: _alerts(api, run="r1", state="all"))
     assert listed == {**resolved, "acked": False}
+    stats = api.get("/api/v1/alerts/stats").json()
+    assert stats["samples"] == 8 and stats["transitions"] == 4
+    assert stats["rules"] > 10 and stats["dropped"] == stats["errors"] == 0
 
 
 def test_alerts_filter_by_state_kind_and_run(api: httpx.Client) -> None:

@@ -177,6 +177,12 @@ class LiveDetector:
             return
         self._queue.put(list(batches))
 
+    @property
+    def queued(self) -> int:
+        """Samples committed but not yet seen by detection (its lag)."""
+        with self._lock:
+            return self._queued
+
     def subscribe(self, callback: Subscriber, *, muted: bool = False) -> Callable[[], None]:
         """Call ``callback`` (on the detector thread) with each transition that is not
         silenced or inhibited, or with every one when ``muted``; returns the unsubscribe."""

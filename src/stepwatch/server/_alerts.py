@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -68,6 +69,12 @@ class _Alerts:
         acked = acked_ids(store, run)
         return JSON([alert_json(self._current(a), a.id in acked) for a in chosen[:limit]])
 
+    def stats(self) -> JSON:
+        """Detection's own health: samples seen, waiting, skipped, raised in time, failures."""
+        live = self.detection.live
+        counts = dataclasses.asdict(live.stats)
+        return JSON({"rules": len(live.rules), "queued": live.queued, **counts})
+
     async def stream(self, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""
         return StreamingResponse(
@@ -96,5 +103,6 @@ def alerts_router(detection: Detection) -> APIRouter:
     router = APIRouter(prefix="/api/v1/alerts")
     router.add_api_route("", alerts.list_alerts, methods=["GET"])
     router.add_api_route("/stream", alerts.stream, methods=["GET"])
+    router.add_api_route("/stats", alerts.stats, methods=["GET"])
     router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"])
     return router
