@@ -380,9 +380,15 @@ def test_a_slow_reader_gets_one_line_per_run_and_close_ends_the_stream() -> None
         closer.join()
         return out
 
-    assert asyncio.run(scenario()) == [
-        "retry: 2000\n: connected\n\n",
-        f"event: data\ndata: {json.dumps({'run': 'r1', 'ts': T0 + 499})}\n\n",
+    result: list[list[str]] = []  # a thread of its own: the caller may already run a loop
+    runner = threading.Thread(target=lambda: result.append(asyncio.run(scenario())))
+    runner.start()
+    runner.join()
+    assert result == [
+        [
+            "retry: 2000\n: connected\n\n",
+            f"event: data\ndata: {json.dumps({'run': 'r1', 'ts': T0 + 499})}\n\n",
+        ]
     ]
 
 
