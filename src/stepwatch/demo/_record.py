@@ -85,57 +85,55 @@ class Recorder:
 
     def _add(
         self,
-        name: str,
+        names: list[str],
         values: np.ndarray,
-        node: np.ndarray,
+        node: np.ndarray | int,
         rank: np.ndarray | int = _NONE,
         gpu: np.ndarray | int = _NONE,
         step: int = _NONE,
     ) -> int:
-        """Samples of one metric at the clock's time: one per entry of ``values``."""
-        n = values.size
-        code = self._names.setdefault(name, len(self._names))
-        cols = (
-            np.full(n, self._wall()),
-            np.full(n, code, np.int32),
-            values.astype(np.float64).ravel(),
-            np.full(n, step, np.int64),
-            np.broadcast_to(node, values.shape).ravel().astype(np.int64),
-            np.broadcast_to(rank, values.shape).ravel().astype(np.int64),
-            np.broadcast_to(gpu, values.shape).ravel().astype(np.int64),
+        """Samples at the clock's time: ``values[i, j]`` of metric ``names[i]`` at the ``j``-th
+        of the places ``node``, ``rank`` and ``gpu`` (arrays of the places, or one for all)."""
+        values = np.asarray(values, np.float64).reshape(len(names), -1)
+        places = values.shape[1]
+        codes = [self._names.setdefault(name, len(self._names)) for name in names]
+
+        def tiled(col: np.ndarray | int) -> np.ndarray:
+            return np.broadcast_to(np.asarray(col, np.int64), values.shape).ravel()
+
+        self._parts.append(
+            (
+                np.full(values.size, self._wall()),
+                np.repeat(np.asarray(codes, np.int32), places),
+                values.ravel(),
+                np.full(values.size, step, np.int64),
+                tiled(node),
+                tiled(rank),
+                tiled(gpu),
+            )
         )
-        self._parts.append(cols)
-        return n
+        return values.size
 
     def log_step(self, m: StepMetrics) -> int:
-        live = ~np.isin(self._rank_node, list(self.dropped))
-        ranks = np.flatnonzero(live)
+        ranks = np.flatnonzero(~np.isin(self._rank_node, list(self.dropped)))
         nodes = self._rank_node[ranks]
-        logged = 0
-        for name, values in m.timings.items():
-            logged += self._add(name, values[ranks], nodes, ranks, step=m.step)
-        for name, value in m.train.items():
-            logged += self._add(name, np.array([value]), np.array([0]), 0, step=m.step)
+        timings = np.stack([values[ranks] for values in m.timings.values()])
+        logged = self._add(list(m.timings), timings, nodes, ranks, step=m.step)
+        logged += self._add(list(m.train), np.array(list(m.train.values())), 0, 0, step=m.step)
         if m.ckpt_bytes:
-            for n, write_s in enumerate(m.ckpt_write_s.tolist()):
-                if n not in self.dropped:
-                    leader, node = n * self.shape.gpus_per_node, np.array([n])
-                    logged += self._add(
-                        "ckpt.write_s", np.array([write_s]), node, leader, -1, m.step
-                    )
-                    bytes_ = np.array([m.ckpt_bytes])
-                    logged += self._add("ckpt.bytes", bytes_, node, leader, -1, m.step)
+            writers = np.array([n for n in range(self.shape.nodes) if n not in self.dropped])
+            leaders = writers * self.shape.gpus_per_node
+            ckpt = np.stack([m.ckpt_write_s[writers], np.full(writers.size, m.ckpt_bytes)])
+            logged += self._add(["ckpt.write_s", "ckpt.bytes"], ckpt, writers, leaders, step=m.step)
         return logged
 
     def log_hardware(self, sample: HardwareSample) -> int:
         live = np.array([n not in self.dropped for n in range(self.shape.nodes)])
-        logged = 0
-        for name, values in sample.gpu.items():
-            node, gpu = self._gpu_node[live], self._gpu_index[live]
-            logged += self._add(name, values[live], node, gpu=gpu)
-        nodes = np.flatnonzero(live)
-        for name, values in sample.host.items():
-            logged += self._add(name, values[live], nodes)
+        gpu = np.stack([values[live].ravel() for values in sample.gpu.values()])
+        node, index = self._gpu_node[live].ravel(), self._gpu_index[live].ravel()
+        logged = self._add(list(sample.gpu), gpu, node, gpu=index)
+        host = np.stack([values[live] for values in sample.host.values()])
+        logged += self._add(list(sample.host), host, np.flatnonzero(live))
         self._beat(live)
         return logged
 
@@ -147,9 +145,9 @@ class Recorder:
         self._beat_due = now + HEARTBEAT_S
         ranks = np.flatnonzero(live[self._rank_node])
         since = now - self._started
-        self._add(HEARTBEAT, np.full(ranks.size, since), self._rank_node[ranks], ranks)
+        self._add([HEARTBEAT], np.full(ranks.size, since), self._rank_node[ranks], ranks)
         nodes = np.flatnonzero(live)
-        self._add(HEARTBEAT, np.full(nodes.size, since), nodes)
+        self._add([HEARTBEAT], np.full(nodes.size, since), nodes)
 
     def event(self, kind: str, text: str, **data: Any) -> None:
         """A job event, as the line rank 0 writes to its log."""
