@@ -1,11 +1,12 @@
 """Detection quality on generated scenarios: replay + score.py, per kind, per seed.
 
-Run: python bench/detect.py [--seeds 0 1] [--count 48] [--rules FILE]
+Run: python bench/detect.py [--seeds 0 1] [--count 48] [--rules FILE] [--drop 0.05 --jitter 0.5]
 Generates (once, under .bench/scenarios) the scenarios of each seed with
 ../shared/scenarios/generate.py, replays them through the rule pack, scores
 the alerts with ../shared/scenarios/score.py and prints its table per seed
 with the targets: precision >= 0.95, timely recall >= 0.95, <= 0.1 false
-alerts per clean hour.
+alerts per clean hour. --drop and --jitter score copies of the scenarios with
+lost samples and clock jitter.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _scenarios import SCENARIOS, runs, scenarios
+from _scenarios import SCENARIOS, perturbed, runs, scenarios
 
 from stepwatch.detect import DETECTORS, builtin_rules, load_rules, replay, to_record, write_alerts
 
@@ -50,10 +51,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--count", type=int, default=48)
     parser.add_argument("--rules", type=Path, default=None)
+    parser.add_argument("--drop", type=float, default=0.0, help="share of samples to lose")
+    parser.add_argument("--jitter", type=float, default=0.0, help="+- seconds of clock jitter")
     args = parser.parse_args()
     rules = load_rules(args.rules, DETECTORS) if args.rules else builtin_rules()
     for seed in args.seeds:
-        folder = scenarios(seed, args.count)
+        folder = perturbed(scenarios(seed, args.count), args.drop, args.jitter)
         t0 = time.perf_counter()
         records = [to_record(a) for path in runs(folder) for a in replay(path, rules)]
         elapsed = time.perf_counter() - t0

@@ -191,7 +191,7 @@ groups:
     first = engine.process(
         _batch(
             [
-                ("gpu.mem_used_bytes", gpu0, 1.0, 95.0),  # no total yet: nothing to say
+                ("gpu.mem_used_bytes", gpu0, 0.5, 95.0),  # no total yet: nothing to say
                 ("gpu.mem_total_bytes", gpu0, 2.0, 100.0),
                 ("gpu.mem_used_bytes", gpu0, 2.0, 80.0),
                 ("gpu.mem_total_bytes", gpu1, 2.0, 50.0),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from stepwatch.detect._base import (
+    Bools,
     Detector,
     Direction,
     Floats,
@@ -17,7 +17,7 @@ from stepwatch.detect._base import (
     decayed_cumsum,
     directed,
 )
-from stepwatch.detect._detectors import RobustZ
+from stepwatch.detect._detectors import MAD_SCALE
 
 HOUR_S = 3600.0
 _FLAT = 1e-9  # a relative fall this small is none, even where a noise-free fit has no error
@@ -123,13 +123,14 @@ class Plateau(Detector):
     windows before them; falls are relative to each stretch's mean and per window. Anomalous
     when the earlier fall was real (at least ``min_fall``, and ``significance`` standard errors
     of either fit, so that a stop can show through the noise) while the recent fall plus one
-    standard error is at most ``ratio`` of it. The ordinary slow-down of training keeps
-    falling measurably, so it is not a plateau however young or old the run; outliers (robust
-    z beyond 4: a spike) are left out of the fits. Score: recent / earlier fall. State: a ring
+    standard error is at most ``ratio`` of it and the recent line is within ``significance`` / 2
+    standard errors of flat (a rise is not a plateau either). The ordinary slow-down of
+    training keeps falling measurably, so it is not a plateau however young or old the run.
+    A spike and its tail are left out of the fits. Score: recent / earlier fall. State: a ring
     of (1 + ``history``) x ``window`` values and weights.
     """
 
-    _state_keys = ("ring", "count")
+    _state_keys = ("ring", "count", "floor")
 
     def __init__(
         self,
@@ -147,13 +148,13 @@ class Plateau(Detector):
         self.window, self.history = int(window), int(history)
         self.ratio, self.min_fall = float(ratio), float(min_fall)
         self.significance = float(significance)
-        self._outliers = RobustZ(z=4.0, halflife=window / 10, direction="both")
+        self.floor = np.array([math.nan, math.nan, 0.0])  # level, deviation, excluded in a row
         self._span = (1 + self.history) * self.window
         self.ring = np.zeros((2, self._span))  # values, weights (0: outlier or not yet seen)
         self.count = 0
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
-        inlier = ~self._outliers.update(ts, value).anomalous
+        inlier = _below_spikes(value, self.floor, self.window // 10)
         y = np.concatenate([self.ring[0], np.where(inlier, value, 0.0)])
         w = np.concatenate([self.ring[1], inlier.astype(np.float64)])
         self.ring = np.vstack([y, w])[:, -self._span :].copy()
@@ -169,19 +170,39 @@ class Plateau(Detector):
             real = (earlier >= self.min_fall) & (
                 earlier >= self.significance * np.maximum(earlier_se, recent_se)
             )
-            # confidently small next to the earlier fall, and no longer a measurable fall at all
+            # confidently small next to the earlier fall, and neither a measurable fall nor a
+            # measurable rise (a spike or a divergence is not a plateau)
             stopped = (recent + recent_se <= self.ratio * earlier) & (
-                recent <= self.significance / 2 * recent_se + _FLAT
+                np.abs(recent) <= self.significance / 2 * recent_se + _FLAT
             )
         return Verdict(score, full & real & stopped)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "outliers": self._outliers.state_dict()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        self._outliers.load_state_dict(state.pop("outliers"))
-        super().load_state_dict(state)
+def _below_spikes(value: Floats, floor: Floats, span: int) -> Bools:
+    """Which samples a fit of the trend should use: not those of a spike and its tail.
+
+    A sample counts unless it stands more than 3 robust deviations above the level of the
+    samples that counted (EWMAs over ``span`` samples): spikes only go up, and leaving out a
+    whole spike, tail included, keeps it from bending the line. After ``span`` samples left out
+    in a row the level has moved for good and is taken as it is. ``floor`` (level, deviation,
+    left out in a row) is updated in place. A loop: this reads one loss sample per step.
+    """
+    keep = np.ones(value.shape, dtype=bool)
+    level, dev, streak = float(floor[0]), float(floor[1]), int(floor[2])
+    alpha = 1.0 - 0.5 ** (1.0 / span)
+    for i, x in enumerate(value.tolist()):
+        if math.isnan(level) or streak >= span:  # the first sample, or a level moved for good
+            level, streak = x, 0
+            dev = 0.0 if math.isnan(dev) else dev
+            continue
+        if dev > 0 and x > level + 3.0 * MAD_SCALE * dev:
+            keep[i], streak = False, streak + 1
+            continue
+        streak = 0
+        dev += alpha * (abs(x - level) - dev)
+        level += alpha * (x - level)
+    floor[:] = (level, dev, streak)
+    return keep
 
 
 def _window_fall(y: Floats, w: Floats, ends: np.ndarray, n: int) -> tuple[Floats, Floats]:

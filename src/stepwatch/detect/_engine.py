@@ -29,6 +29,8 @@ __all__ = ["LOG_REPEAT_S", "Alert", "Engine"]
 
 #: A log rule fires again for the same entity only after this much quiet (an incident's span).
 LOG_REPEAT_S = 600.0
+#: Clock skew tolerated between a sample and its divisor (``divide_by``), in seconds.
+SKEW_S = 1.0
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -78,7 +80,8 @@ def _same(a: Rule, b: Rule) -> bool:
 
 class _AsOf:
     """The values of a rule's divisor for one entity: each sample is divided by the divisor's
-    latest value at or before its own time."""
+    latest value at or before its own time, give or take ``SKEW_S`` (two samples written
+    together may carry timestamps a little apart)."""
 
     def __init__(self) -> None:
         self.ts, self.value = np.empty(0), np.empty(0)
@@ -90,7 +93,7 @@ class _AsOf:
     def divide(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
         if not self.ts.size:
             return np.full(ts.shape[0], np.nan)
-        at = np.searchsorted(self.ts, ts, side="right") - 1
+        at = np.searchsorted(self.ts, ts + SKEW_S, side="right") - 1
         divisor = np.where(at >= 0, self.value[np.maximum(at, 0)], np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(value / divisor, dtype=np.float64)
