@@ -200,7 +200,7 @@ def _record(tmp_path: Path, *faults: str, duration: float = 400.0) -> tuple[Path
 
 def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path: Path) -> None:
     path, scenario = _record(
-        tmp_path, "gpu_thermal@60:node1/gpu3", "node_down@200:node1", "log_oom@100:rank2"
+        tmp_path, "gpu_thermal@60:node0/gpu3", "node_down@200:node1", "log_oom@100:rank2"
     )
     assert path.name == scenario.run == "demo-s11-gpu_thermal-node_down-log_oom"
     meta = json.loads((path / "labels.json").read_text())
@@ -209,7 +209,7 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     assert [
         (lb.kind, lb.entity, lb.start - t0, lb.end - t0, lb.deadline - t0) for lb in scenario.labels
     ] == [
-        ("gpu_thermal", {"node": "node1", "gpu": 3}, 60.0, 400.0, 60.0 + 150.0 + 300.0),
+        ("gpu_thermal", {"node": "node0", "gpu": 3}, 60.0, 400.0, 60.0 + 150.0 + 300.0),
         ("log_oom", {"node": "node0"}, 100.0, 100.0, 160.0),
         ("node_down", {"node": "node1"}, 200.0, 400.0, 320.0),
     ]
@@ -240,6 +240,21 @@ def test_faults_of_the_steps_are_labelled_from_the_first_step_they_touch(tmp_pat
     assert straggler.deadline == straggler.start + 180
     assert "step_time_regression" in straggler.also
     assert nan.entity == {} and nan.end - t0 == 305.0
+
+
+def test_a_lost_node_ends_the_faults_on_it_and_hides_later_ones(tmp_path: Path) -> None:
+    _, scenario = _record(
+        tmp_path,
+        "straggler@100:rank6",
+        "node_down@200:node1",
+        "gpu_thermal@150:node1/gpu0",  # would pass 85 °C at 300 s
+        "log_oom@250:node1",
+    )
+    t0 = scenario.start
+    assert [(lb.kind, lb.end - t0) for lb in scenario.labels] == [
+        ("straggler", 200.0),
+        ("node_down", 400.0),
+    ]
 
 
 def test_labels_leave_out_faults_after_the_end(tmp_path: Path) -> None:

@@ -177,6 +177,16 @@ class FaultPlan:
         self._active = [self._place(f) for f in self.faults]
         # Per fault that edits steps: (first step, its start, the last step's start) touched.
         self._touched: dict[int, tuple[int, float, float]] = {}
+        self._down_at: dict[int, float] = {}
+        for a in self._active:
+            if a.kind == "node_down":
+                self._down_at[a.node] = min(a.at, self._down_at.get(a.node, math.inf))
+
+    def _lost_at(self, a: PlacedFault) -> float:
+        """When the node a fault is on goes down (inf: never): nothing shows it from then on."""
+        if a.kind in RUN_KINDS or a.kind == "node_down":
+            return math.inf
+        return self._down_at.get(a.node, math.inf)
 
     def __bool__(self) -> bool:
         return bool(self._active)
@@ -228,7 +238,7 @@ class FaultPlan:
         """
         train, touched = dict(m.train), False
         for i, a in enumerate(self._active):
-            if a.kind not in STEP_KINDS or not a.on(t):
+            if a.kind not in STEP_KINDS or not a.on(t) or t >= self._lost_at(a):
                 continue
             first, first_t, _ = self._touched.get(i, (m.step, t, t))
             since = m.step - first
@@ -292,6 +302,10 @@ class FaultPlan:
                 deadline = seen + DIVERGENCE_DEADLINE_STEPS * self.shape.step_s
             else:
                 deadline = seen + _DEADLINE_S[a.kind]
+            lost = self._lost_at(a)
+            if seen >= lost:  # its node went down before it could show
+                continue
+            end = min(end, lost)
             out.append(
                 Label(
                     a.kind,
