@@ -87,8 +87,9 @@ class _AsOf:
         self.ts, self.value = np.empty(0), np.empty(0)
 
     def add(self, ts: np.ndarray, value: np.ndarray) -> None:
-        order = np.argsort(np.r_[self.ts, ts], kind="stable")
-        self.ts, self.value = np.r_[self.ts, ts][order], np.r_[self.value, value][order]
+        all_ts = np.concatenate((self.ts, ts))
+        order = np.argsort(all_ts, kind="stable")
+        self.ts, self.value = all_ts[order], np.concatenate((self.value, value))[order]
 
     def divide(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
         if not self.ts.size:

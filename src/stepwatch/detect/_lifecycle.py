@@ -61,8 +61,12 @@ class Lifecycle:
         self._out = []
         if ts.shape[0] == 0:
             return []
-        starts = np.flatnonzero(np.r_[True, active[1:] != active[:-1]])
-        ends = np.r_[starts[1:], ts.shape[0]]
+        if self.state is None and not active.any():  # the common case: nothing to watch
+            self.held = 0
+            return []
+        changes = np.flatnonzero(active[1:] != active[:-1]) + 1
+        starts = np.concatenate(([0], changes))
+        ends = np.concatenate((changes, [ts.shape[0]]))
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             if active[start]:
                 self._held(ts[start:end], value[start:end])
