@@ -288,3 +288,13 @@ def test_a_detector_keeps_to_one_kind_of_grouping() -> None:
 def test_bad_parameters_are_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         PeerComparison(**kwargs)  # type: ignore[arg-type]
+
+
+def test_an_orderly_batch_is_judged_as_the_step_by_step_stream_is() -> None:
+    columns = _flat(_compute())  # every rank reports every step, in step order
+    whole = PeerComparison().update(*columns)  # many complete steps at once
+    detector = PeerComparison()
+    step = columns[1]
+    parts = [detector.update(*(c[step == s] for c in columns)) for s in np.unique(step)]
+    _same(_concat(parts), whole)
+    assert _flagged(whole)[0] == (109, 3)

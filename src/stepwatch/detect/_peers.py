@@ -122,6 +122,8 @@ class PeerComparison:
             self._last_ts = float(ts_arr[-1])
             self._grow(int(member_arr.max()) + 1)
         bounds = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), key.size] if key.size else []
+        if (orderly := self._orderly(key, bounds, ts_arr, member_arr, value_arr)) is not None:
+            return self._judge(orderly)
         decided: list[tuple[int, Floats]] = []
         for a, b in zip(bounds, bounds[1:], strict=False):
             run = slice(a, b)
@@ -151,6 +153,51 @@ class PeerComparison:
         self._mode = mode
         key = step_arr if mode == "step" else np.floor(ts / self.bucket_s)
         return key.astype(np.int64), member_arr.astype(np.int64)
+
+    def _orderly(
+        self, key: Ints, bounds: list[int], ts: Floats, member: Ints, value: Floats
+    ) -> list[tuple[int, Floats]] | None:
+        """The usual stream at numpy speed: steps in order, each complete before the next
+        begins. Then every step but the last is decided as the next one starts, exactly as
+        ``_ingest`` would decide it; None when the batch is not like that."""
+        runs = len(bounds) - 1
+        if runs < 2 or key[0] <= self._decided or bool((np.diff(key) < 0).any()):
+            return None
+        first = int(key[0])
+        earlier = sorted(k for k in self._pending if k < first)
+        if len(self._pending) - len(earlier) > (first in self._pending):
+            return None  # a pending step later than the batch's first
+        lengths = np.diff(bounds)
+        run = np.repeat(np.arange(runs), lengths)
+        tables = np.zeros((runs, 4, self._known.size))
+        tables[:, _TS] = np.nan
+        if first in self._pending:
+            tables[0] = self._pending[first]
+        finite = np.isfinite(value)
+        np.add.at(tables[:, _SUM], (run[finite], member[finite]), value[finite])
+        np.add.at(tables[:, _FINITE], (run[finite], member[finite]), 1.0)
+        np.add.at(tables[:, _SEEN], (run, member), 1.0)
+        np.fmax.at(tables[:, _TS], (run, member), ts)
+        known = self._known.copy()
+        known[member] = True
+        reported = tables[:-1, _SEEN][:, known] > 0
+        if not reported.all():
+            return None  # a step without some member: let the general path judge it
+        first_is_new = not self._known[member[0]]
+        if earlier and (
+            first_is_new
+            or not all((self._pending[k][_SEEN][self._known] > 0).all() for k in earlier)
+        ):
+            return None
+        decided = [(k, self._pending.pop(k)) for k in earlier]
+        self._pending.pop(first, None)
+        keys = key[np.asarray(bounds[:-1])].tolist()
+        decided += list(zip(keys[:-1], tables[:-1], strict=True))
+        self._pending[keys[-1]] = tables[-1]
+        self._known = known
+        np.maximum.at(self._latest, member, key.astype(np.float64))
+        self._decided = decided[-1][0]
+        return decided
 
     def _grow(self, size: int) -> None:
         """Widen the per-member state to ``size`` members."""
