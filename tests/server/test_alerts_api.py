@@ -222,3 +222,16 @@ def test_the_collector_stops_with_a_stream_open(servers: Callable[[], ServerThre
     server.stop()
     stream.join()
     assert stream.ended.is_set() and stream.events == []
+
+
+def test_an_alert_event_a_client_wrote_itself_is_not_listed(api: httpx.Client) -> None:
+    doc = {
+        "source": "client",
+        "seq": 1,
+        "samples": [],
+        "events": [{"ts": 1.0, "kind": "alert", "text": "hand-made", "labels": {"run": "r1"}}],
+    }
+    assert api.post("/api/v1/ingest", json=doc).status_code == 200
+    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
+    (listed,) = _until(lambda: _alerts(api, state="all"))
+    assert listed["kind"] == "nonfinite"

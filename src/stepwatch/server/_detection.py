@@ -29,10 +29,14 @@ HISTORY = 100_000
 
 
 def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
-    """The latest transition of each alert the store holds, by id, oldest first."""
+    """The latest transition of each alert the store holds, by id, oldest first. An "alert"
+    event some client wrote itself (not in the detector's shape) is not one of them."""
     latest: dict[str, LiveAlert] = {}
     for event in store.events(run=run, kind=ALERT_EVENT, limit=HISTORY):
-        alert = LiveAlert.from_event(event)
+        try:
+            alert = LiveAlert.from_event(event)
+        except (KeyError, TypeError, ValueError):
+            continue
         latest.pop(alert.id, None)
         latest[alert.id] = alert
     return latest
