@@ -73,9 +73,9 @@ _DEADLINE_S = {
 DIVERGENCE_DEADLINE_STEPS = 600
 # What else a fault makes fire, as the simulation plays it: every rank waits for a straggler
 # (slower steps, idle peers, a GPU drawing more than the others of its node); a diverging loss
-# jumps above its recent baseline; a non-finite loss or gradient is an outlier too.
+# climbs above its recent baseline; an infinite gradient norm is far above its own.
 _ALSO = {
-    "nonfinite": ("loss_spike", "grad_explosion"),
+    "nonfinite": ("grad_explosion",),
     "loss_divergence": ("loss_spike",),
     "straggler": ("step_time_regression", "gpu_underutilized", "gpu_power_anomaly", "sync_latency"),
 }
