@@ -65,6 +65,10 @@ def test_alerts_lists_what_a_rule_file_of_the_collector_raised(collector: Any) -
     assert "GPU 1 of n3 at 91.5 C" in row
     result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--state", "resolved")
     assert result.exit_code == 0 and "0 alerts" in result.output
+    result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--group-by", "kind,node")
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.output.splitlines() if "kind=gpu_thermal" in line]
+    assert "node=n3" in row and "critical" in row and "1 groups" in result.output
 
 
 def test_alerts_without_the_token_fails_with_the_collectors_reason(collector: Any) -> None:

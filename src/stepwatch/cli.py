@@ -367,15 +367,27 @@ def _alerts_client(server_url: str, token: str | None) -> Iterator[Any]:
 )
 @click.option("--kind", default=None, help="Only alerts of this anomaly kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--group-by", default=None, help="Group by these labels (e.g. kind,run): a row per group."
+)
 def alerts(
-    server_url: str, token: str | None, run_id: str | None, state: str, kind: str | None, limit: int
+    server_url: str,
+    token: str | None,
+    run_id: str | None,
+    state: str,
+    kind: str | None,
+    limit: int,
+    group_by: str | None,
 ) -> None:
-    """List the collector's alerts (latest state of each), newest first."""
+    """List the collector's alerts (latest state of each), newest first, or their groups."""
     from rich.console import Console
 
-    from .server._alerts_client import alerts_table
+    from .server._alerts_client import alert_groups_table, alerts_table
 
     with _alerts_client(server_url, token) as client:
+        if group_by:
+            Console().print(alert_groups_table(client.groups(group_by, run_id, state, kind)))
+            return
         found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
     Console().print(alerts_table(found))
 

@@ -235,3 +235,17 @@ def test_an_alert_event_a_client_wrote_itself_is_not_listed(api: httpx.Client) -
     api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
     (listed,) = _until(lambda: _alerts(api, state="all"))
     assert listed["kind"] == "nonfinite"
+
+
+def test_alerts_group_by_kind_and_run(api: httpx.Client) -> None:
+    for seq, run in enumerate(("r1", "r2", "r3"), 1):
+        api.post("/api/v1/ingest", json=_loss_doc(seq, run, [1.0, "NaN"]))
+    _until(lambda: len(_alerts(api)) == 3)
+    groups = api.get("/api/v1/alerts/groups", params={"by": "kind"}).json()
+    assert [(g["labels"], g["count"], g["severity"]) for g in groups] == [
+        ({"kind": "nonfinite"}, 3, "critical")
+    ]
+    assert {a["labels"]["run"] for a in groups[0]["alerts"]} == {"r1", "r2", "r3"}
+    by_run = api.get("/api/v1/alerts/groups", params={"by": "kind,run"}).json()
+    assert sorted(g["labels"]["run"] for g in by_run) == ["r1", "r2", "r3"]
+    assert api.get("/api/v1/alerts/groups", params={"by": " , "}).status_code == 400

@@ -7,6 +7,7 @@ from ._base import Detector, Direction, Verdict
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
+from ._grouping import AlertGroup, group_alerts
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._live import LiveDetector, LiveStats, ReloadOutcome
 from ._live_alert import ALERT_EVENT, LiveAlert, alert_id
@@ -58,6 +59,7 @@ __all__ = [
     "Absence",
     "AbsenceFinding",
     "Alert",
+    "AlertGroup",
     "AlertRecord",
     "AlertState",
     "AlertsFormatError",
@@ -109,6 +111,7 @@ __all__ = [
     "builtin_rules",
     "check_template",
     "describe",
+    "group_alerts",
     "inhibited",
     "load_rules",
     "parse_rules",

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..detect import AlertState, LiveAlert
+from ..detect import AlertState, LiveAlert, group_alerts
 from ..model import Event
 from ._alert_stream import alert_json
 from ._detection import ACK_EVENT, Detection, acked_ids, latest_alerts
@@ -69,6 +69,34 @@ class _Alerts:
         acked = acked_ids(store, run)
         return JSON([alert_json(self._current(a), a.id in acked) for a in chosen[:limit]])
 
+    def groups(
+        self,
+        by: str = "kind,run",
+        run: str | None = None,
+        state: States = "open",
+        kind: str | None = None,
+    ) -> JSON:
+        """The alerts grouped by the values of ``by`` (labels, ``kind``, ``severity``): a burst
+        of 64 stragglers is one group. The most severe group first, then the oldest."""
+        labels = [k.strip() for k in by.split(",") if k.strip()]
+        if not labels:
+            raise ApiError(400, "by: give at least one label to group by, e.g. kind,run")
+        store = self.detection.store
+        chosen = [a for a in latest_alerts(store, run).values() if _wanted(a, state, kind)]
+        acked = acked_ids(store, run)
+        return JSON(
+            [
+                {
+                    "labels": g.labels,
+                    "count": len(g.alerts),
+                    "severity": g.severity,
+                    "since": g.since,
+                    "alerts": [alert_json(self._current(a), a.id in acked) for a in g.alerts],
+                }
+                for g in group_alerts(chosen, labels)
+            ]
+        )
+
     def stats(self) -> JSON:
         """Detection's own health: samples seen, waiting, skipped, raised in time, failures."""
         live = self.detection.live
@@ -103,6 +131,7 @@ def alerts_router(detection: Detection) -> APIRouter:
     router = APIRouter(prefix="/api/v1/alerts")
     router.add_api_route("", alerts.list_alerts, methods=["GET"])
     router.add_api_route("/stream", alerts.stream, methods=["GET"])
+    router.add_api_route("/groups", alerts.groups, methods=["GET"])
     router.add_api_route("/stats", alerts.stats, methods=["GET"])
     router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"])
     return router

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from rich.table import Table
 
-__all__ = ["AlertsClient", "ClientError", "alerts_table", "silences_table"]
+__all__ = ["AlertsClient", "ClientError", "alert_groups_table", "alerts_table", "silences_table"]
 
 
 class ClientError(RuntimeError):
@@ -74,6 +74,17 @@ class AlertsClient:
         )
         return list(found)
 
+    def groups(
+        self, by: str, run: str | None = None, state: str = "open", kind: str | None = None
+    ) -> list[dict[str, Any]]:
+        params = {"by": by, "state": state, "run": run, "kind": kind}
+        found = self._call(
+            "GET",
+            "/api/v1/alerts/groups",
+            params={k: v for k, v in params.items() if v is not None},
+        )
+        return list(found)
+
     def add_silence(
         self, matchers: Sequence[str], duration_s: float, comment: str = "", created_by: str = ""
     ) -> dict[str, Any]:
@@ -121,6 +132,19 @@ def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
             _entity(a["labels"]),
             _when(a["since"]),
             summary,
+        )
+    return table
+
+
+def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
+    """One row per group: its labels, how many alerts, the worst severity, since when."""
+    table = Table(title=f"{len(groups)} groups", title_justify="left")
+    for column in ("group", "alerts", "severity", "since (UTC)", "first summary"):
+        table.add_column(column, overflow="fold")
+    for g in groups:
+        first = g["alerts"][0].get("annotations", {}).get("summary", "") if g["alerts"] else ""
+        table.add_row(
+            _entity(g["labels"]), str(g["count"]), g["severity"], _when(g["since"]), first
         )
     return table
 
