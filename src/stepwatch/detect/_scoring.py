@@ -357,20 +357,25 @@ def _explains(scenario: Scenario, kind: str, where: _Where, ts: float) -> bool:
 
 
 def _incidents(scenario: Scenario, alerts: list[AlertRecord]) -> list[Incident]:
-    """The alerts of one scenario (sorted by ts) grouped into incidents, each judged."""
-    groups: dict[tuple[str, tuple[tuple[str, str | int], ...]], list[AlertRecord]] = {}
+    """The alerts of one scenario (sorted by ts) grouped into incidents, each judged.
+
+    An entity is its node and GPU, so a rank's alerts and its GPU's are one entity's.
+    """
+    groups: dict[tuple[str, _Where], list[float]] = {}
     for alert in alerts:
-        entity = tuple(sorted((k, v) for k, v in alert.labels.items() if k != "run"))
-        groups.setdefault((alert.kind, entity), []).append(alert)
+        where = _Where.of(alert.labels, scenario.gpus_per_node)
+        groups.setdefault((alert.kind, _Where(where.node, where.gpu, None)), []).append(alert.ts)
     out: list[Incident] = []
-    for (kind, entity), members in groups.items():
-        where = _Where.of(dict(entity), scenario.gpus_per_node)
+    for (kind, where), times in groups.items():
+        entity: Entity = {
+            k: v for k, v in (("node", where.node), ("gpu", where.gpu)) if v is not None
+        }
         runs: list[list[float]] = []
-        for alert in members:
-            if not runs or alert.ts - runs[-1][-1] >= INCIDENT_GAP_S:
+        for ts in times:
+            if not runs or ts - runs[-1][-1] >= INCIDENT_GAP_S:
                 runs.append([])
-            runs[-1].append(alert.ts)
-        for times in runs:
-            true = any(_explains(scenario, kind, where, ts) for ts in times)
-            out.append(Incident(scenario.run, kind, dict(entity), times[0], tuple(times), true))
+            runs[-1].append(ts)
+        for run in runs:
+            true = any(_explains(scenario, kind, where, ts) for ts in run)
+            out.append(Incident(scenario.run, kind, entity, run[0], tuple(run), true))
     return sorted(out, key=lambda i: (i.start, i.kind))
