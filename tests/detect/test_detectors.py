@@ -273,6 +273,17 @@ def test_trend_slope_recovers_a_known_line_and_time_to_target() -> None:
     )
 
 
+def test_trend_with_a_horizon_fires_when_the_target_is_due_within_it() -> None:
+    ts = 60.0 * np.arange(600)  # 10 hours, a sample a minute
+    free = 10e12 - 1e12 * ts / 3600.0  # 1 TB an hour less: empty after 10 h
+    verdict = TrendSlope(halflife_s=1800.0, target=0.0, direction="down", horizon_s=7200.0).update(
+        ts, free
+    )
+    first = int(np.flatnonzero(verdict.anomalous)[0])
+    assert ts[first] == pytest.approx(8 * 3600.0, abs=120.0)  # two hours before it is empty
+    assert verdict.anomalous[first:].all()
+
+
 @pytest.mark.parametrize("noise", [0.005, 0.01])
 @pytest.mark.parametrize("offset", [10.0, 1000.0])  # a young run, and one resumed later
 def test_plateau_fires_on_a_stall_but_not_on_the_ordinary_slow_down(
@@ -348,6 +359,7 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: Plateau(history=0),
         lambda: Rise(rise=0.0),
         lambda: Share(1.0, window_s=0.0),
+        lambda: TrendSlope(horizon_s=60.0),
         lambda: Share(1.0, share=1.5),
     ],
 )

@@ -36,12 +36,13 @@ class TrendSlope(Detector):
     """Exponentially weighted linear regression of value on data time.
 
     Score is the slope relative to the fitted level, in % per hour (``direction`` signed); a
-    sample is anomalous when it reaches ``threshold_pct_per_h`` (default: ANOMALIES.md's 5 %/h
-    memory leak). With a ``target``, ``time_to_target_s`` says when the fitted line crosses it
-    (inf when moving away). Weights halve every ``halflife_s`` seconds of data time (default half
-    an hour: an effective span of about an hour for a per-hour rate); nothing is scored before
-    ``warmup_s`` (default half a half-life) of data, since a slope from seconds of noise means
-    nothing.
+    sample is anomalous when it reaches ``threshold_pct_per_h`` (default: a 5 %/h memory leak).
+    With a ``target``, ``time_to_target_s`` says when the fitted line crosses it (inf when
+    moving away); with a ``horizon_s`` too, a sample is anomalous instead when that crossing is
+    due within the horizon (a disk predicted to fill). Weights halve every ``halflife_s``
+    seconds of data time (default half an hour: an effective span of about an hour for a
+    per-hour rate); nothing is scored before ``warmup_s`` (default half a half-life) of data,
+    since a slope from seconds of noise means nothing.
     """
 
     _state_keys = ("sums", "t_first", "t_prev")
@@ -53,11 +54,15 @@ class TrendSlope(Detector):
         direction: Direction = "up",
         target: float | None = None,
         warmup_s: float | None = None,
+        horizon_s: float | None = None,
     ) -> None:
         super().__init__()
         check_direction(direction)
         if halflife_s <= 0 or threshold_pct_per_h <= 0:
             raise ValueError("halflife_s and threshold_pct_per_h must be > 0")
+        if horizon_s is not None and (target is None or horizon_s <= 0):
+            raise ValueError("horizon_s needs a target and must be > 0")
+        self.horizon_s = horizon_s
         self.threshold, self.direction, self.target = threshold_pct_per_h, direction, target
         self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
         self._rate = math.log(2.0) / halflife_s
@@ -81,12 +86,14 @@ class TrendSlope(Detector):
         if ts.size:
             self.sums = _recentred(sums[:, -1], float(x[-1]))
             self.t_prev = float(ts[-1])
+        due = self._time_to_target(slope, level)
+        anomalous = score >= self.threshold if self.horizon_s is None else due <= self.horizon_s
         return TrendVerdict(
             score=score,
-            anomalous=score >= self.threshold,
+            anomalous=anomalous,
             slope_per_h=slope,
             level=level,
-            time_to_target_s=self._time_to_target(slope, level),
+            time_to_target_s=due,
         )
 
     def _time_to_target(self, slope: Floats, level: Floats) -> Floats:
