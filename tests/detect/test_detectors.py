@@ -273,6 +273,15 @@ def test_trend_slope_recovers_a_known_line_and_time_to_target() -> None:
     )
 
 
+def test_a_level_that_follows_a_steep_fall_keeps_a_spike_in_view() -> None:
+    steps = np.arange(400.0)
+    loss = 6.0 * (steps + 20) ** -0.3 * (1 + 0.01 * np.random.default_rng(5).normal(size=400))
+    loss[300:304] *= 2.0  # a spike on a loss still falling fast
+    lagging = RobustZ(z=6.0).update(steps, loss).score[300:304]
+    following = RobustZ(z=6.0, level_halflife=20.0).update(steps, loss).score[300:304]
+    assert (following >= 6.0).all() and (following > lagging).all()
+
+
 def test_trend_with_a_horizon_fires_when_the_target_is_due_within_it() -> None:
     ts = 60.0 * np.arange(600)  # 10 hours, a sample a minute
     free = 10e12 - 1e12 * ts / 3600.0  # 1 TB an hour less: empty after 10 h
@@ -360,6 +369,7 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: Rise(rise=0.0),
         lambda: Share(1.0, window_s=0.0),
         lambda: TrendSlope(horizon_s=60.0),
+        lambda: RobustZ(level_halflife=0.0),
         lambda: Share(1.0, share=1.5),
     ],
 )

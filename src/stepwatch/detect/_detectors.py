@@ -89,7 +89,10 @@ class RobustZ(Detector):
 
     Two baselines run side by side: a plain one over every sample, and the scoring one, which
     skips the samples the plain one already finds beyond ``z``, so a spike does not inflate the
-    baseline that judges the next spike. ``halflife`` and ``warmup`` count samples.
+    baseline that judges the next spike. ``halflife`` and ``warmup`` count samples;
+    ``level_halflife`` (default ``halflife``) lets the level follow a trending series closely
+    (a falling loss) while the deviation still averages over ``halflife``: a level that lags a
+    trend inflates the deviation and hides a spike.
     """
 
     _state_keys = ("plain", "robust", "count")
@@ -100,19 +103,24 @@ class RobustZ(Detector):
         halflife: float = 100.0,
         warmup: int = 30,
         direction: Direction = "up",
+        level_halflife: float | None = None,
     ) -> None:
         super().__init__()
         check_direction(direction)
-        if z <= 0 or halflife <= 0 or warmup < 2:
-            raise ValueError("z and halflife must be > 0 and warmup >= 2")
+        level_halflife = halflife if level_halflife is None else level_halflife
+        if z <= 0 or halflife <= 0 or level_halflife <= 0 or warmup < 2:
+            raise ValueError("z and the half-lives must be > 0 and warmup >= 2")
         self.z, self.warmup, self.direction = float(z), int(warmup), direction
         self._log_decay = -math.log(2.0) / halflife
+        self._level_decay = -math.log(2.0) / level_halflife
         self.plain = np.zeros((2, 2))
         self.robust = np.zeros((2, 2))
         self.count = 0
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
-        decay = np.full(value.shape, self._log_decay)
+        decay = np.vstack(
+            [np.full(value.shape, self._level_decay), np.full(value.shape, self._log_decay)]
+        )
         warm = self.count + np.arange(value.size) >= self.warmup
         everything = np.ones(value.shape)
         z_plain, self.plain = _robust_z(value, everything, decay, self.plain)
@@ -124,12 +132,13 @@ class RobustZ(Detector):
 
 
 def _robust_z(x: Floats, weight: Floats, decay: Floats, state: Floats) -> tuple[Floats, Floats]:
-    """z of each sample against the level and deviation it sees; new [level sums, dev sums]."""
-    level, level_sums = ewm_before(x, weight, decay, state[0])
+    """z of each sample against the level and deviation it sees; new [level sums, dev sums].
+    ``decay`` has two rows: the level's and the deviation's log decay per sample."""
+    level, level_sums = ewm_before(x, weight, decay[0], state[0])
     diff = x - level
     dev_weight = weight * np.isfinite(level)
     mad, dev_sums = ewm_before(
-        np.where(dev_weight > 0, np.abs(diff), 0.0), dev_weight, decay, state[1]
+        np.where(dev_weight > 0, np.abs(diff), 0.0), dev_weight, decay[1], state[1]
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         z = diff / (MAD_SCALE * mad)
