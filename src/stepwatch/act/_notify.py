@@ -1,0 +1,177 @@
+"""The notifier: alert transitions in from the detector thread (never blocking it), messages
+out to receivers on threads of their own, every delivery written to the audit trail.
+
+One thread decides (``Dispatch``), one thread per receiver delivers, so a receiver that is
+down only delays its own messages, retried with backoff; in the end its failure is logged
+and audited.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..detect import LiveAlert
+from ..model import Event
+from ._audit import AuditRecord
+from ._notify_dispatch import Dispatch
+from ._notify_message import Notification
+from ._receivers import DeliveryError, Receiver
+from ._routing_config import NotifyConfig
+
+__all__ = ["Notifier"]
+
+log = logging.getLogger("stepwatch.notify")
+
+Record = Callable[[Sequence[Event]], None]
+_STOP = object()
+_SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not an entity
+
+
+class _Outbox:
+    """One receiver's queue and delivering thread."""
+
+    def __init__(self, receiver: Receiver, deliver: Callable[[Receiver, Any], None]) -> None:
+        self.receiver, self._deliver = receiver, deliver
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=self._run, name=f"stepwatch-notify-{receiver.name}", daemon=True
+        )
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not _STOP:
+            self._deliver(self.receiver, item)
+
+
+class Notifier:
+    """Sends notifications for the alert transitions it is given, as ``config`` routes them.
+
+    Args:
+        config: receivers and the route tree.
+        record: where audit events go (the collector's event log).
+        clock: wall time of the audit events.
+        monotonic: the clock of group waits and intervals.
+    """
+
+    def __init__(
+        self,
+        config: NotifyConfig,
+        record: Record,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config, self._record = config, record
+        self._clock, self._monotonic = clock, monotonic
+        self._dispatch = Dispatch(config.route, config.external_url)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outboxes = {name: _Outbox(r, self._deliver) for name, r in config.receivers.items()}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, alert: LiveAlert) -> None:
+        """Take a transition (a ``LiveDetector`` subscriber: returns at once)."""
+        self._queue.put(alert)
+
+    def start(self) -> Notifier:
+        for outbox in self._outboxes.values():
+            outbox.thread.start()
+        self._thread = threading.Thread(target=self._run, name="stepwatch-notify", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Send what is waiting now (one try each, no more retries), then end the threads."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._thread = None
+        self._stopping.set()
+        for outbox in self._outboxes.values():
+            outbox.queue.put(_STOP)
+        for outbox in self._outboxes.values():
+            outbox.thread.join()
+
+    # ---- the deciding thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            wait = self._dispatch.next_due() - self._monotonic()
+            try:
+                item = self._queue.get(timeout=None if math.isinf(wait) else max(wait, 0.0))
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._hand_over(self._dispatch.due(self._monotonic(), all_groups=True))
+                return
+            if item is not None:
+                self._dispatch.add(item, self._monotonic())
+            self._hand_over(self._dispatch.due(self._monotonic()))
+
+    def _hand_over(self, notifications: list[Notification]) -> None:
+        for notification in notifications:
+            self._outboxes[notification.receiver].queue.put(notification)
+
+    # ---- the delivering threads ---------------------------------------------------------
+
+    def _deliver(self, receiver: Receiver, notification: Notification) -> None:
+        """Send with retries; audit the outcome (and log a failure)."""
+        errors: list[str] = []
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                receiver.send(notification)
+                break
+            except DeliveryError as exc:
+                errors.append(str(exc))
+                retryable = exc.retryable
+            except Exception as exc:  # a receiver's own bug: fail this one, keep the thread
+                log.exception("receiver %s failed unexpectedly", receiver.name)
+                errors.append(repr(exc))
+                retryable = False
+            if not retryable or attempts > receiver.retry.retries:
+                break
+            if self._stopping.wait(receiver.retry.delay(attempts)):
+                break  # shutting down: no more waiting
+        ok = len(errors) < attempts
+        if not ok:
+            log.error(
+                "notifying %s of %s failed after %d attempts: %s",
+                receiver.name,
+                notification.title,
+                attempts,
+                errors[-1],
+            )
+        self._audit(receiver, notification, ok, attempts, errors)
+
+    def _audit(
+        self, receiver: Receiver, n: Notification, ok: bool, attempts: int, errors: list[str]
+    ) -> None:
+        kinds = {a.kind for a in n.alerts}
+        record = AuditRecord(
+            action="notify",
+            actor=receiver.name,
+            what=n.title,
+            result="ok" if ok else "failed",
+            labels={k: v for k, v in n.common_labels.items() if k not in _SCOPE_ONLY},
+            alert_id=n.alerts[0].id,
+            kind=kinds.pop() if len(kinds) == 1 else "",
+            detail={
+                "status": n.status,
+                "alerts": [a.id for a in n.alerts],
+                "group": n.key,
+                "attempts": attempts,
+                "errors": errors,
+            },
+        )
+        try:
+            self._record([record.to_event(self._clock())])
+        except Exception:
+            log.exception("could not audit a notification to %s", receiver.name)

@@ -1,0 +1,65 @@
+"""The route tree, as Alertmanager has it: an alert walks down from the root to the routes
+whose matchers it meets; the first matching child takes it unless that child says
+``continue``, and a route none of whose children match takes it itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..detect import Matcher
+
+__all__ = ["DEFAULT_GROUP_BY", "Route"]
+
+#: A burst of one kind in one run is one message (64 stragglers, one notification).
+DEFAULT_GROUP_BY = ("kind", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where matching alerts go and how they are batched.
+
+    Args:
+        receiver: the receiver's name.
+        matchers: all must match the alert's labels (``kind``, ``rule`` and ``severity``
+            count as labels).
+        group_by: alerts with equal values of these labels make one message.
+        group_wait: seconds a new group waits for more alerts before its first message.
+        group_interval: seconds between messages about a group whose alerts changed.
+        repeat_interval: seconds after which a group still firing is sent again.
+        send_resolved: tell the receiver when alerts it was told about end.
+        proceed: the YAML's ``continue``: siblings after this one are tried too.
+        routes: the children.
+        path: where the route is in the file (``route.routes[1]``): part of its groups' keys.
+    """
+
+    receiver: str
+    matchers: tuple[Matcher, ...] = ()
+    group_by: tuple[str, ...] = DEFAULT_GROUP_BY
+    group_wait: float = 10.0
+    group_interval: float = 60.0
+    repeat_interval: float = 4 * 3600.0
+    send_resolved: bool = True
+    proceed: bool = False
+    routes: tuple[Route, ...] = ()
+    path: str = "route"
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(m.matches(labels) for m in self.matchers)
+
+    def find(self, labels: Mapping[str, str]) -> list[Route]:
+        """The routes that take an alert with these labels (none when this one does not
+        match; the root has no matchers, so it always takes what no child does)."""
+        if not self.matches(labels):
+            return []
+        found: list[Route] = []
+        for child in self.routes:
+            taken = child.find(labels)
+            found += taken
+            if taken and not child.proceed:
+                break
+        return found or [self]
+
+    def walk(self) -> list[Route]:
+        """This route and every one below it."""
+        return [self, *(r for child in self.routes for r in child.walk())]
