@@ -23,7 +23,9 @@ def by_hand_norm(model: torch.nn.Module) -> float:
 
 
 def test_exported_names() -> None:
-    assert sorted(swt.__all__) == ["Cuda", "Device", "Host", "Watcher", "watch"]
+    assert sorted(swt.__all__) == [
+        "Control", "Cuda", "Device", "Host", "StopTraining", "Watcher", "control", "watch"
+    ]
 
 
 def test_grad_norm_without_clipping_is_the_norm_of_all_gradients() -> None:

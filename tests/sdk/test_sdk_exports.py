@@ -6,10 +6,17 @@ import stepwatch.sdk as sdk
 
 def test_exported_names() -> None:
     assert sorted(sdk.__all__) == [
+        "Command",
+        "CommandPoller",
+        "Controller",
         "DROPPED_SAMPLES",
+        "FAILED",
         "HEARTBEAT",
+        "OK",
+        "Outcome",
         "Pipeline",
         "Run",
+        "UNSUPPORTED",
         "current_run",
         "finish",
         "init",

@@ -12,6 +12,16 @@ from ._lifecycle import AlertState, Lifecycle, Transition
 from ._live import LiveDetector, LiveStats, ReloadOutcome
 from ._live_alert import ALERT_EVENT, LiveAlert, alert_id
 from ._peers import PeerComparison, PeerVerdict
+from ._policies import (
+    COMMAND_ACTIONS,
+    NOTIFY,
+    POLICY_ACTIONS,
+    Policies,
+    Policy,
+    PolicyStep,
+    command_args,
+    parse_policies,
+)
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._registry import DETECTORS
 from ._replay import builtin_rules, replay, to_record
@@ -46,11 +56,14 @@ from ._templates import check_template, render
 
 __all__ = [
     "ALERT_EVENT",
+    "COMMAND_ACTIONS",
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
     "INCIDENT_GAP_S",
     "LOG_REPEAT_S",
     "MAD_SCALE",
+    "NOTIFY",
+    "POLICY_ACTIONS",
     "SEVERITIES",
     "SILENCE_EVENT",
     "SILENCE_EXPIRED_EVENT",
@@ -84,6 +97,9 @@ __all__ = [
     "NonFinite",
     "PeerComparison",
     "PeerVerdict",
+    "Policies",
+    "Policy",
+    "PolicyStep",
     "Plateau",
     "RecordingError",
     "RecordingInfo",
@@ -110,10 +126,12 @@ __all__ = [
     "alert_id",
     "builtin_rules",
     "check_template",
+    "command_args",
     "describe",
     "group_alerts",
     "inhibited",
     "load_rules",
+    "parse_policies",
     "parse_rules",
     "read_alerts",
     "read_recorded",

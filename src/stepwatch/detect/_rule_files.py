@@ -54,10 +54,14 @@ class RuleFiles:
         return True
 
     def load(self) -> RuleSet:
-        """Validate every file and overlay them on the base; raises RuleError at a mistake."""
+        """Validate every file and overlay them on the base (the last ``policies:`` section
+        wins); raises RuleError at a mistake."""
         rules = {r.key: r for r in self.base.rules}
+        policies = self.base.policies
         for path in self.paths:
-            for rule in load_rules(path, self.detectors).rules:
+            loaded = load_rules(path, self.detectors)
+            for rule in loaded.rules:
                 rules.pop(rule.key, None)
                 rules[rule.key] = rule
-        return RuleSet(tuple(rules.values()))
+            policies = loaded.policies or policies  # a later file's section replaces it
+        return RuleSet(tuple(rules.values()), policies)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import canonical_name, validate_label
+from ._policies import Policies, parse_policies
 from ._templates import check_template
 from ._yaml_fields import At, RuleError, compose
 
@@ -112,9 +113,10 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """The rules of one or more files, in file order."""
+    """The rules of one or more files, in file order, and their ``policies:`` section."""
 
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    policies: Policies | None = None
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -265,10 +267,12 @@ def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
     root = compose(text, source)
     if root is None:
         raise RuleError(source, None, "", "the file is empty: expected 'groups:'")
-    top = At(root, "", source).mapping({"groups"}, {"groups"})
+    top = At(root, "", source).mapping({"groups", "policies"})
+    if not top:
+        raise RuleError(source, None, "", "expected 'groups:' or 'policies:'")
     rules: list[Rule] = []
     seen: dict[tuple[str, str], int] = {}
-    for group_at in top["groups"].items():
+    for group_at in top["groups"].items() if "groups" in top else ():
         fields = group_at.mapping({"name", "rules"}, {"name", "rules"})
         name = fields["name"].text()
         for rule_at in fields["rules"].items():
@@ -280,7 +284,8 @@ def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
                 )
             seen[rule.key] = rule.line
             rules.append(rule)
-    return RuleSet(tuple(rules))
+    policies = parse_policies(top["policies"]) if "policies" in top else None
+    return RuleSet(tuple(rules), policies)
 
 
 def load_rules(path: str | Path, detectors: Detectors) -> RuleSet:

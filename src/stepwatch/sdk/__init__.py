@@ -5,12 +5,20 @@ columns; background threads make them durable in the spool and ship them.
 """
 
 from ._api import current_run, finish, init, log
+from ._control import FAILED, OK, UNSUPPORTED, Command, CommandPoller, Controller, Outcome
 from ._pipeline import DROPPED_SAMPLES, HEARTBEAT, Pipeline
 from ._run import Run
 
 __all__ = [
     "DROPPED_SAMPLES",
+    "FAILED",
     "HEARTBEAT",
+    "OK",
+    "UNSUPPORTED",
+    "Command",
+    "CommandPoller",
+    "Controller",
+    "Outcome",
     "Pipeline",
     "Run",
     "current_run",

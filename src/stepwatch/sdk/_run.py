@@ -82,6 +82,7 @@ class Run:
             wall=wall_clock,
         )
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
+        self.token = settings.token  # for other clients of the collector (training control)
         self.source = new_source_id(os.getpid())
         self.spool_dir: Path = settings.root / self.id / self.source
         self._wall = wall_clock

@@ -17,6 +17,7 @@ from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._alerts import alerts_router
 from ._auth import Auth
+from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import install_error_handlers
@@ -113,6 +114,7 @@ def create_app(
     app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
     app.include_router(stream_router(streams))
     app.include_router(runs_router(store, clock))
+    app.include_router(commands_router(detection.commands, store, detection.log))
     app.include_router(alerts_router(detection))
     app.include_router(silences_router(detection.silences))
     app.include_router(query_router(store))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..act import COMMAND_ACK_EVENT, COMMAND_EVENT, CommandBook, PolicyEngine
 from ..detect import (
     ALERT_EVENT,
     SILENCE_EVENT,
@@ -81,12 +82,23 @@ class Detection:
         )
         self.streams = AlertStreams()
         self.live.subscribe(self.streams.publish, muted=True)
+        self.commands = CommandBook(clock)
+        self.commands.restore(
+            store.events(kind=COMMAND_EVENT, limit=HISTORY)
+            + store.events(kind=COMMAND_ACK_EVENT, limit=HISTORY)
+        )
+        self.policy = PolicyEngine(
+            lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
+        )
+        self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
 
     def start(self) -> None:
         self.streams.open()
         self.live.start()
+        self.policy.start()
 
     def stop(self) -> None:
         """End the streams, then let the detector finish what the writer handed it."""
         self.streams.close()
         self.live.stop()
+        self.policy.stop()

@@ -46,7 +46,7 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 
 class HttpClient:
-    """POSTs to one collector over a connection kept open between requests.
+    """Requests to one collector over a connection kept open between requests.
 
     Args:
         url: the collector's base URL, e.g. ``http://127.0.0.1:7070``.
@@ -77,11 +77,20 @@ class HttpClient:
 
     def post(self, path: str, body: bytes, content_type: str) -> Response:
         """Send one request; raise TransportError when no answer came back."""
-        headers = {**self._headers, "Content-Type": content_type}
+        return self._request("POST", path, body, {"Content-Type": content_type})
+
+    def get(self, path: str) -> Response:
+        """Read one resource (``path`` with its query string); TransportError as ``post``."""
+        return self._request("GET", path, None, {})
+
+    def _request(
+        self, method: str, path: str, body: bytes | None, extra: dict[str, str]
+    ) -> Response:
+        headers = {**self._headers, **extra}
         try:
             if self._conn is None:
                 self._conn = self._connect(self._scheme, self._host, self._port, self._timeout)
-            self._conn.request("POST", self._prefix + path, body=body, headers=headers)
+            self._conn.request(method, self._prefix + path, body=body, headers=headers)
             reply = self._conn.getresponse()
             raw = reply.read()
         except (OSError, http.client.HTTPException) as exc:

@@ -3,7 +3,8 @@
 Importing this package imports torch; ``import stepwatch`` alone never does.
 """
 
+from ._control import Control, StopTraining, control
 from ._device import Cuda, Device, Host
 from ._watch import Watcher, watch
 
-__all__ = ["Cuda", "Device", "Host", "Watcher", "watch"]
+__all__ = ["Control", "Cuda", "Device", "Host", "StopTraining", "Watcher", "control", "watch"]

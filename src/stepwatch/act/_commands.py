@@ -1,0 +1,259 @@
+"""Training control on the collector's side: the queue of commands for each run.
+
+A command (lower the learning rate, checkpoint, skip non-finite updates, roll
+back, stop) is issued by a person or a policy, picked up by the run's SDK when
+it polls, applied between two steps and acknowledged with its result. Commands
+and acknowledgements are store events, so the queue is rebuilt from the store
+when the collector restarts; each also makes an audit record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..detect import COMMAND_ACTIONS
+from ..detect import command_args as checked_args
+from ..model import Event
+from ._audit import AuditRecord
+
+__all__ = [
+    "ACK_RESULTS",
+    "COMMAND_ACK_EVENT",
+    "COMMAND_ACTIONS",
+    "COMMAND_EVENT",
+    "Command",
+    "CommandBook",
+    "CommandError",
+    "command_args",
+]
+
+#: Event kinds of a command and of its acknowledgement in the store.
+COMMAND_EVENT = "command"
+COMMAND_ACK_EVENT = "command_ack"
+#: How a run answers a command.
+ACK_RESULTS = ("ok", "failed", "unsupported")
+PENDING = "pending"
+
+
+class CommandError(ValueError):
+    """A command or acknowledgement refused: its message says what is wrong."""
+
+
+def command_args(action: str, given: Mapping[str, object] | None = None) -> dict[str, float]:
+    """The arguments of ``action`` with defaults filled in; CommandError for anything wrong."""
+    try:
+        return checked_args(action, given)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command for one run; ``status`` is ``pending`` until the run acknowledges it."""
+
+    id: str
+    seq: int
+    run: str
+    action: str
+    args: dict[str, float]
+    ts: float
+    by: str = ""
+    reason: str = ""
+    alert_id: str = ""
+    kind: str = ""
+    status: str = PENDING
+    detail: str = ""
+    step: int | None = None
+    acked_ts: float | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.status == PENDING
+
+    def describe(self) -> str:
+        """``lower_lr(factor=0.5)``: how audit records and logs name it."""
+        args = ", ".join(f"{k}={v:g}" for k, v in self.args.items())
+        return f"{self.action}({args})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "run": self.run,
+            "action": self.action,
+            "args": dict(self.args),
+            "ts": self.ts,
+            "by": self.by,
+            "reason": self.reason,
+            "alert_id": self.alert_id,
+            "kind": self.kind,
+            "status": self.status,
+            "detail": self.detail,
+            "step": self.step,
+            "acked_ts": self.acked_ts,
+        }
+
+    def to_event(self) -> Event:
+        data = self.as_json()
+        for key in ("status", "detail", "step", "acked_ts"):
+            data.pop(key)
+        return Event(self.ts, COMMAND_EVENT, self.describe(), {"run": self.run}, data)
+
+    def audit(self, actor: str, result: str, what: str) -> AuditRecord:
+        return AuditRecord(
+            "command",
+            actor,
+            what,
+            result,
+            labels={"run": self.run},
+            alert_id=self.alert_id,
+            kind=self.kind,
+            detail={"command": self.id, "seq": self.seq, "args": dict(self.args)}
+            | ({"reason": self.detail} if self.detail else {})
+            | ({"step": self.step} if self.step is not None else {}),
+        )
+
+
+@dataclass(slots=True)
+class _RunQueue:
+    commands: list[Command] = field(default_factory=list)  # by seq
+    by_id: dict[str, int] = field(default_factory=dict)  # id -> index
+
+
+class CommandBook:
+    """Every run's commands in seq order. Methods return the events to store (the caller
+    writes them: an API call waits for them, the policy engine does not).
+
+    Args:
+        clock: wall time of commands and acknowledgements.
+        new_id: a fresh command id.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex[:16],
+    ) -> None:
+        self._clock, self._new_id = clock, new_id
+        self._runs: dict[str, _RunQueue] = {}
+        self._lock = threading.Lock()
+
+    def restore(self, events: Iterable[Event]) -> None:
+        """Rebuild the queues from stored command and acknowledgement events (oldest first)."""
+        for event in sorted(events, key=lambda e: (e.ts, e.kind != COMMAND_EVENT)):
+            try:
+                self._restore_one(event)
+            except (KeyError, TypeError, ValueError):
+                continue  # an event some client wrote in another shape is not ours
+
+    def _restore_one(self, event: Event) -> None:
+        d = event.data
+        if event.kind == COMMAND_EVENT:
+            command = Command(
+                id=str(d["id"]), seq=int(d["seq"]), run=str(d["run"]), action=str(d["action"]),
+                args={str(k): float(v) for k, v in dict(d["args"]).items()}, ts=float(event.ts),
+                by=str(d.get("by", "")), reason=str(d.get("reason", "")),
+                alert_id=str(d.get("alert_id", "")), kind=str(d.get("kind", "")),
+            )  # fmt: skip
+            with self._lock:
+                queue = self._runs.setdefault(command.run, _RunQueue())
+                if command.id not in queue.by_id:
+                    self._insert(queue, command)
+        elif event.kind == COMMAND_ACK_EVENT:
+            with self._lock:
+                queue = self._runs[str(d["run"])]
+                index = queue.by_id[str(d["id"])]
+                queue.commands[index] = replace(
+                    queue.commands[index],
+                    status=str(d["result"]),
+                    detail=str(d.get("detail", "")),
+                    step=None if d.get("step") is None else int(d["step"]),
+                    acked_ts=float(event.ts),
+                )
+
+    @staticmethod
+    def _insert(queue: _RunQueue, command: Command) -> None:
+        seqs = [c.seq for c in queue.commands]
+        at = bisect.bisect(seqs, command.seq)
+        queue.commands.insert(at, command)
+        queue.by_id = {c.id: i for i, c in enumerate(queue.commands)}
+
+    def issue(
+        self,
+        run: str,
+        action: str,
+        args: Mapping[str, object] | None = None,
+        *,
+        by: str,
+        reason: str = "",
+        alert_id: str = "",
+        kind: str = "",
+    ) -> tuple[Command, list[Event]]:
+        """Queue a command for ``run``; CommandError (and nothing queued) for a bad one."""
+        checked = command_args(action, args)
+        now = self._clock()
+        with self._lock:
+            queue = self._runs.setdefault(run, _RunQueue())
+            seq = queue.commands[-1].seq + 1 if queue.commands else 1
+            command = Command(
+                self._new_id(), seq, run, action, checked, now, by, reason, alert_id, kind
+            )
+            self._insert(queue, command)
+        audit = command.audit(by or "api", PENDING, f"issued {command.describe()}")
+        return command, [command.to_event(), audit.to_event(now)]
+
+    def after(self, run: str, seq: int = 0) -> list[Command]:
+        """The run's commands numbered above ``seq``, in order (acknowledged ones too)."""
+        with self._lock:
+            queue = self._runs.get(run)
+            if queue is None:
+                return []
+            at = bisect.bisect([c.seq for c in queue.commands], seq)
+            return queue.commands[at:]
+
+    def get(self, run: str, command_id: str) -> Command | None:
+        with self._lock:
+            queue = self._runs.get(run)
+            if queue is None or command_id not in queue.by_id:
+                return None
+            return queue.commands[queue.by_id[command_id]]
+
+    def ack(
+        self,
+        run: str,
+        command_id: str,
+        result: str,
+        *,
+        detail: str = "",
+        step: int | None = None,
+        by: str = "",
+    ) -> tuple[Command, list[Event]]:
+        """Record the run's answer. The same answer again (a retry) changes nothing and
+        returns no events; KeyError for an unknown command, CommandError for a bad result or
+        a different answer to an answered command."""
+        if result not in ACK_RESULTS:
+            raise CommandError(f"result must be one of {', '.join(ACK_RESULTS)}, not {result!r}")
+        now = self._clock()
+        with self._lock:
+            queue = self._runs.get(run)
+            if queue is None or command_id not in queue.by_id:
+                raise KeyError(command_id)
+            index = queue.by_id[command_id]
+            before = queue.commands[index]
+            if not before.pending:
+                if (before.status, before.detail, before.step) == (result, detail, step):
+                    return before, []
+                raise CommandError(f"command {command_id} was already answered {before.status!r}")
+            command = replace(before, status=result, detail=detail, step=step, acked_ts=now)
+            queue.commands[index] = command
+        data = {"id": command.id, "run": run, "result": result, "detail": detail, "step": step}
+        text = f"{command.describe()}: {result}" + (f" ({detail})" if detail else "")
+        ack_event = Event(now, COMMAND_ACK_EVENT, text, {"run": run}, data)
+        audit = command.audit(by or f"run:{run}", result, f"applied {command.describe()}")
+        return command, [ack_event, audit.to_event(now)]

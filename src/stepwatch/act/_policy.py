@@ -1,0 +1,196 @@
+"""The policy engine: firing alerts become commands for their run, step by step.
+
+When an alert of a policy's kinds fires on a run (and is neither silenced nor
+inhibited), the policy's steps run in order, each ``after`` its delay and only
+while the alert still fires: notify, then mitigate, then checkpoint and stop.
+A cool-down keeps a policy off a run it acted on lately, and a run gets at
+most ``max_actions_per_run`` automatic commands. With ``observe_only`` nothing
+is sent: each decision is audited as what it would have done. Every decision,
+taken or not, is an audit record.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..detect import AlertState, LiveAlert, Policies, Policy, PolicyStep
+from ..model import Event
+from ._audit import AuditRecord
+from ._commands import CommandBook
+
+__all__ = ["PolicyEngine"]
+
+log = logging.getLogger("stepwatch.act")
+
+Record = Callable[[Sequence[Event]], object]
+
+
+@dataclass(slots=True)
+class _Escalation:
+    """One policy working through its steps for one firing alert."""
+
+    policy: Policy
+    alert: LiveAlert
+    run: str
+    started: float
+    done: int = 0  # steps taken so far
+
+
+class PolicyEngine:
+    """Turns alert transitions into commands (see the module doc).
+
+    Args:
+        policies: the policies in force now (re-read at each decision, so a rule reload
+            applies at once); None means no policies.
+        book: where commands are queued.
+        record: stores events (commands and audit records); must not block for long.
+        clock: wall time for delays and cool-downs.
+        tick_s: how often the engine's thread checks for steps that are due.
+    """
+
+    def __init__(
+        self,
+        policies: Callable[[], Policies | None],
+        book: CommandBook,
+        record: Record,
+        *,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 0.25,
+    ) -> None:
+        self._policies, self._book, self._record = policies, book, record
+        self._clock, self._tick_s = clock, tick_s
+        self._active: dict[tuple[str, str], _Escalation] = {}  # (policy, alert id)
+        self._acted: dict[tuple[str, str], float] = {}  # (policy, run) -> last command time
+        self._actions: dict[str, int] = {}  # run -> automatic commands so far
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def actions(self, run: str) -> int:
+        """Automatic commands issued (or, observing only, that would have been) for ``run``."""
+        with self._lock:
+            return self._actions.get(run, 0)
+
+    # ---- decisions ----------------------------------------------------------------------
+
+    def on_alert(self, alert: LiveAlert) -> None:
+        """A transition (muted ones too: a muted alert starts nothing, but its end counts)."""
+        run = alert.labels.get("run")
+        with self._lock:
+            if alert.state != AlertState.FIRING:
+                for key in [k for k in self._active if k[1] == alert.id]:
+                    self._end(self._active.pop(key), "the alert resolved")
+                return
+            policies = self._policies()
+            if run is None or alert.muted or policies is None:
+                return
+            now = self._clock()
+            for policy in policies.matching(alert.kind, alert.rule):
+                self._begin(policy, alert, run, now)
+            self._due(policies, now)
+
+    def _begin(self, policy: Policy, alert: LiveAlert, run: str, now: float) -> None:
+        if any(e.policy.name == policy.name and e.run == run for e in self._active.values()):
+            return  # already escalating on this run for another alert of its kinds
+        last = self._acted.get((policy.name, run))
+        if last is not None and now - last < policy.cooldown_s:
+            left = policy.cooldown_s - (now - last)
+            self._decide(policy, alert, run, "skipped", f"{policy.name}: cooling down", {
+                "why": f"cool-down: acted {now - last:.0f}s ago, {left:.0f}s left"})  # fmt: skip
+            return
+        self._active[(policy.name, alert.id)] = _Escalation(policy, alert, run, now)
+
+    def tick(self) -> None:
+        """Take every step whose delay has passed (the engine's thread calls this)."""
+        with self._lock:
+            policies = self._policies()
+            if policies is not None:
+                self._due(policies, self._clock())
+
+    def _due(self, policies: Policies, now: float) -> None:
+        for key, esc in list(self._active.items()):
+            steps = esc.policy.steps
+            while esc.done < len(steps) and now - esc.started >= steps[esc.done].after_s:
+                self._take(policies, esc, steps[esc.done], now)
+                esc.done += 1
+            if esc.done == len(steps):
+                del self._active[key]
+
+    def _take(self, policies: Policies, esc: _Escalation, step: PolicyStep, now: float) -> None:
+        policy, alert, run = esc.policy, esc.alert, esc.run
+        args = dict(step.args)
+        what = f"{policy.name}: step {esc.done + 1} {step.action}"
+        detail = {"step": esc.done + 1, "action": step.action, "args": args}
+        if not step.is_command:
+            self._decide(policy, alert, run, "ok", what, detail)
+            return
+        count = self._actions.get(run, 0)
+        if count >= policies.max_actions_per_run:
+            why = f"the run had its {policies.max_actions_per_run} automatic actions"
+            self._decide(policy, alert, run, "skipped", what, detail | {"why": why})
+            return
+        self._actions[run] = count + 1
+        self._acted[(policy.name, run)] = now
+        if policies.observe_only:
+            self._decide(policy, alert, run, "would have", what, detail)
+            return
+        reason = (
+            f"policy {policy.name}: {alert.kind} fired ({alert.annotations.get('summary', '')})"
+        )
+        command, events = self._book.issue(
+            run, step.action, args, by=f"policy:{policy.name}", reason=reason,
+            alert_id=alert.id, kind=alert.kind,
+        )  # fmt: skip
+        self._decide(policy, alert, run, "issued", what, detail | {"command": command.id})
+        self._write(events)
+
+    def _end(self, esc: _Escalation, why: str) -> None:
+        left = len(esc.policy.steps) - esc.done
+        what = f"{esc.policy.name}: escalation ended"
+        self._decide(esc.policy, esc.alert, esc.run, "ended", what, {"why": why, "left": left})
+
+    def _decide(
+        self,
+        policy: Policy,
+        alert: LiveAlert,
+        run: str,
+        result: str,
+        what: str,
+        detail: dict[str, object],
+    ) -> None:
+        record = AuditRecord(
+            "policy", f"policy:{policy.name}", what, result, labels={"run": run},
+            alert_id=alert.id, kind=alert.kind, detail=detail,
+        )  # fmt: skip
+        self._write([record.to_event(self._clock())])
+
+    def _write(self, events: list[Event]) -> None:
+        try:
+            self._record(events)
+        except Exception:
+            log.exception("could not record %d policy events", len(events))
+
+    # ---- the thread ---------------------------------------------------------------------
+
+    def start(self) -> PolicyEngine:
+        self._thread = threading.Thread(target=self._run, name="stepwatch-policy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stopping.set()
+        self._thread.join()
+        self._thread = None
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._tick_s):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("the policy engine failed on a tick; carrying on")

@@ -1,0 +1,106 @@
+"""Commands API: queue a command for a run, let its SDK poll for new ones, take its answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from ..act import CommandBook, CommandError
+from ..store import Store
+from ._errors import ApiError
+from ._event_log import EventLog
+from ._jsonio import JSON
+
+__all__ = ["commands_router"]
+
+
+class CommandIn(BaseModel):
+    """A command as a person (or a script) sends it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = Field(max_length=64)
+    args: dict[str, Any] = Field(default_factory=dict)
+    by: str = Field(default="", max_length=256)
+    reason: str = Field(default="", max_length=4096)
+
+
+class AckIn(BaseModel):
+    """A run's answer to one command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: Literal["ok", "failed", "unsupported"]
+    detail: str = Field(default="", max_length=4096)
+    step: int | None = Field(default=None, ge=0)
+    by: str = Field(default="", max_length=256)
+
+
+class _Commands:
+    """The command routes over the collector's book, its store (which runs exist) and its log."""
+
+    def __init__(self, book: CommandBook, store: Store, log: EventLog) -> None:
+        self.book, self.store, self.log = book, store, log
+
+    def _known(self, run_id: str) -> None:
+        if self.store.get_run(run_id) is None:
+            raise ApiError(404, f"unknown run {run_id!r}")
+
+    async def issue(self, run_id: str, body: CommandIn) -> JSON:
+        """Queue a command; 400 for an unknown action or bad arguments (nothing is queued)."""
+        return await run_in_threadpool(self._issue, run_id, body)
+
+    def _issue(self, run_id: str, body: CommandIn) -> JSON:
+        self._known(run_id)
+        try:
+            command, events = self.book.issue(
+                run_id, body.action, body.args, by=body.by, reason=body.reason
+            )
+        except CommandError as exc:
+            raise ApiError(400, str(exc)) from None
+        self.log.write(events)
+        return JSON(command.as_json(), status_code=201)
+
+    def poll(
+        self,
+        run_id: str,
+        after: Annotated[int, Query(ge=0)] = 0,
+        status: Literal["pending", "all"] = "all",
+    ) -> JSON:
+        """The run's commands numbered above ``after`` (the SDK sends the last it saw)."""
+        self._known(run_id)
+        chosen = self.book.after(run_id, after)
+        if status == "pending":
+            chosen = [c for c in chosen if c.pending]
+        return JSON([c.as_json() for c in chosen])
+
+    async def ack(self, run_id: str, command_id: str, body: AckIn) -> JSON:
+        """Record the result; a repeated identical answer is fine, a different one is 409."""
+        return await run_in_threadpool(self._ack, run_id, command_id, body)
+
+    def _ack(self, run_id: str, command_id: str, body: AckIn) -> JSON:
+        self._known(run_id)
+        try:
+            command, events = self.book.ack(
+                run_id, command_id, body.result, detail=body.detail, step=body.step, by=body.by
+            )
+        except KeyError:
+            raise ApiError(404, f"unknown command {command_id!r} of run {run_id!r}") from None
+        except CommandError as exc:
+            raise ApiError(409, str(exc)) from None
+        if events:
+            self.log.write(events)
+        return JSON(command.as_json())
+
+
+def commands_router(book: CommandBook, store: Store, log: EventLog) -> APIRouter:
+    """The command routes of every run."""
+    commands = _Commands(book, store, log)
+    router = APIRouter(prefix="/api/v1/runs/{run_id}/commands")
+    router.add_api_route("", commands.issue, methods=["POST"], status_code=201)
+    router.add_api_route("", commands.poll, methods=["GET"])
+    router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"])
+    return router

@@ -1,0 +1,256 @@
+"""``control(run, optimizer, ...)``: the collector's commands applied to a plain PyTorch loop.
+
+Commands are applied in the optimizer's step pre-hook: after ``backward()``,
+before the update, when the gradients can still be checked and the update
+still dropped (every gradient set to None: the optimizer then leaves each
+parameter, and its state, as they were).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from ..sdk import (
+    FAILED,
+    OK,
+    UNSUPPORTED,
+    Command,
+    CommandPoller,
+    Controller,
+    Outcome,
+    Run,
+    current_run,
+)
+from ._grads import trainable
+
+__all__ = ["Control", "StopTraining", "control", "finite", "scale_lr"]
+
+
+class StopTraining(RuntimeError):
+    """Raised from ``optimizer.step()`` when the collector asked the run to stop and no
+    ``stop`` callback was given: catch it, save what you need, and leave the loop."""
+
+
+def scale_lr(
+    optimizers: Iterable[torch.optim.Optimizer], factor: float, schedulers: Iterable[Any] = ()
+) -> Outcome:
+    """Multiply every param group's learning rate by ``factor``, and the base rates of the
+    schedulers (which would otherwise set the old rates again at their next step)."""
+    before, after = [], []
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            before.append(float(group["lr"]))
+            group["lr"] = group["lr"] * factor
+            after.append(float(group["lr"]))
+            if "initial_lr" in group:
+                group["initial_lr"] = group["initial_lr"] * factor
+    for scheduler in schedulers:
+        if hasattr(scheduler, "base_lrs"):
+            scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+    if not before:
+        return Outcome(FAILED, "no param groups to change")
+    return Outcome(OK, f"lr {before[0]:.3g} -> {after[0]:.3g} in {len(before)} group(s)")
+
+
+def finite(params: Iterable[torch.Tensor]) -> bool:
+    """Whether every gradient is finite (one device sync)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.stack([torch.isfinite(g).all() for g in grads]).all().item())
+
+
+def drop_update(params: Iterable[torch.Tensor]) -> None:
+    """Make the coming ``optimizer.step()`` change nothing."""
+    for p in params:
+        p.grad = None
+
+
+class Control:
+    """Applies commands to one optimizer; built by :func:`control`, which documents them."""
+
+    def __init__(
+        self,
+        run: Run,
+        optimizer: torch.optim.Optimizer,
+        *,
+        save: Callable[[int], object] | None = None,
+        load: Callable[[int], object] | None = None,
+        stop: Callable[[], object] | None = None,
+        scheduler: Any = None,
+        start_step: int = 0,
+        interval_s: float = 1.0,
+        poller: CommandPoller | None = None,
+        hard_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.run, self.optimizer, self.step = run, optimizer, int(start_step)
+        self._save, self._load, self._stop, self._scheduler = save, load, stop, scheduler
+        self.checkpoints: list[int] = []  # steps of the good checkpoints, oldest first
+        self.skipped: list[int] = []  # steps whose update was dropped
+        self._guard_left = 0  # steps the non-finite guard stays armed
+        self._drop_next = False
+        handlers = {"lower_lr": self._lower_lr, "skip_step": self._skip_step, "stop": self._on_stop}
+        if save is not None:
+            handlers["checkpoint"] = self._checkpoint
+        if load is not None:
+            handlers["rollback"] = self._rollback
+        extra = {} if hard_stop is None else {"hard_stop": hard_stop}
+        self.controller = Controller(run, handlers, poller=poller, interval_s=interval_s, **extra)
+        self._handles = [
+            optimizer.register_step_pre_hook(self._before_step),
+            optimizer.register_step_post_hook(self._after_step),
+        ]
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once a stop command was applied: the loop should end."""
+        return self.controller.stop_requested
+
+    def _params(self) -> list[torch.Tensor]:
+        return trainable([self.optimizer])
+
+    def checkpoint(self, step: int | None = None) -> bool:
+        """Save through ``save`` now (the loop's own periodic checkpoints go through here so
+        that ``rollback`` knows them); refused (False) while any parameter is not finite."""
+        if self._save is None:
+            raise RuntimeError("control() was given no save= callback")
+        step = self.step if step is None else step
+        if not all(bool(torch.isfinite(p).all()) for p in self._params()):
+            return False
+        self._save(step)
+        self.checkpoints.append(step)
+        self.run.event("checkpoint", f"checkpoint at step {step}", step=step)
+        return True
+
+    # ---- handlers (training thread, in the pre-hook) ------------------------------------
+
+    def _lower_lr(self, command: Command, step: int) -> Outcome:
+        schedulers = [self._scheduler] if self._scheduler is not None else []
+        return scale_lr([self.optimizer], command.args.get("factor", 0.5), schedulers)
+
+    def _skip_step(self, command: Command, step: int) -> Outcome:
+        self._guard_left = max(self._guard_left, int(command.args.get("steps", 100)))
+        return Outcome(
+            OK, f"updates with non-finite gradients are dropped for {self._guard_left} steps"
+        )
+
+    def _checkpoint(self, command: Command, step: int) -> Outcome:
+        if self.checkpoint(step):
+            return Outcome(OK, f"saved at step {step}")
+        return Outcome(FAILED, "parameters are not finite: not saving a bad checkpoint")
+
+    def _rollback(self, command: Command, step: int) -> Outcome:
+        if self._load is None:
+            return Outcome(UNSUPPORTED, "control() was given no load= callback")
+        if not self.checkpoints:
+            return Outcome(FAILED, "no good checkpoint to roll back to")
+        target = self.checkpoints[-1]
+        self._load(target)
+        self._drop_next = True  # this step's gradients belong to the state left behind
+        return Outcome(OK, f"rolled back to the checkpoint of step {target}")
+
+    def _on_stop(self, command: Command, step: int) -> Outcome:
+        if self._stop is not None:
+            self._stop()
+            return Outcome(OK, "the loop's stop callback was called")
+        return Outcome(OK, "StopTraining raised from optimizer.step()")
+
+    # ---- hooks --------------------------------------------------------------------------
+
+    def _before_step(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        self.controller.boundary(self.step)
+        params = self._params()
+        if self._drop_next:
+            self._drop_next = False
+            drop_update(params)
+        elif self._guard_left > 0 and not finite(params):
+            drop_update(params)
+            self.skipped.append(self.step)
+            self.run.event(
+                "step_skipped", f"update of step {self.step} dropped: non-finite gradients",
+                step=self.step,
+            )  # fmt: skip
+        if self.controller.stop_requested and self._stop is None:
+            raise StopTraining(f"the collector asked run {self.run.id!r} to stop")
+
+    def _after_step(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        self.step += 1
+        self._guard_left = max(0, self._guard_left - 1)
+
+    def close(self) -> None:
+        """Remove the hooks, post the answers still queued, and disarm the hard stop."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.controller.close()
+
+    def __enter__(self) -> Control:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def control(
+    run: Run | None = None,
+    *,
+    optimizer: torch.optim.Optimizer,
+    save: Callable[[int], object] | None = None,
+    load: Callable[[int], object] | None = None,
+    stop: Callable[[], object] | None = None,
+    scheduler: Any = None,
+    start_step: int = 0,
+    interval_s: float = 1.0,
+) -> Control:
+    """Let the collector steer this loop; ``close()`` (or ``with``) ends it.
+
+    Commands arrive on a background thread and are applied in ``optimizer.step()``,
+    before the update (step numbers count ``step()`` calls from ``start_step``):
+
+    - ``lower_lr(factor)``: every param group's ``lr`` (and ``scheduler``'s base rates)
+      times ``factor``.
+    - ``skip_step(steps)``: for the next ``steps`` steps, an update whose gradients
+      are not all finite is dropped (a ``step_skipped`` event records it).
+    - ``checkpoint``: ``save(step)``, unless a parameter is not finite. Call
+      ``ctl.checkpoint()`` for the loop's own periodic checkpoints too: ``rollback``
+      goes back to the last of them.
+    - ``rollback``: ``load(step)`` of the last good checkpoint; the pending update is
+      dropped. The loop's step counter goes on.
+    - ``stop``: calls ``stop()`` when given (set a flag your loop checks), otherwise
+      raises :class:`StopTraining` out of ``optimizer.step()``; either way, a process
+      still running ``timeout_s`` later gets a KeyboardInterrupt in its main thread.
+
+    Commands without a callback (``checkpoint`` without ``save``...) are answered
+    ``unsupported``; every answer goes back to the collector and its audit trail.
+
+    Args:
+        run: the run whose commands to apply; default the current run.
+        optimizer: the optimizer to hook (accelerate's wrapper is unwrapped).
+        save: ``save(step)`` writes a checkpoint.
+        load: ``load(step)`` restores the checkpoint ``save(step)`` wrote (model and optimizer).
+        stop: called on ``stop``; without it ``StopTraining`` is raised.
+        scheduler: a learning-rate scheduler whose base rates ``lower_lr`` scales too.
+        start_step: the number of the first step (when resuming).
+        interval_s: how often the collector is asked for new commands.
+    """
+    if run is None:
+        run = current_run()
+    if run is None or run.finished:
+        raise RuntimeError(
+            "control() needs a running run: call stepwatch.init() first or pass run="
+        )
+    inner = getattr(optimizer, "optimizer", None)
+    hooked = inner if isinstance(inner, torch.optim.Optimizer) else optimizer
+    return Control(
+        run, hooked, save=save, load=load, stop=stop, scheduler=scheduler,
+        start_step=start_step, interval_s=interval_s,
+    )  # fmt: skip
