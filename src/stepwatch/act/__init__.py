@@ -1,20 +1,14 @@
 """Acting on alerts: notifying people, steering the training, remediation playbooks, and the
 audit trail of all of it."""
 
+from ._actions import ACTION_EVENT, ACTION_STATES, Action, ActionState, latest_actions
+from ._actions_flow import ActionConflict, NotAllowed, Remediation, UnknownAction
 from ._audit import AUDIT_ACTIONS, AUDIT_EVENT, AuditRecord
-from ._commands import (
-    ACK_RESULTS,
-    COMMAND_ACK_EVENT,
-    COMMAND_EVENT,
-    Command,
-    CommandBook,
-    CommandError,
-    command_args,
-)
 from ._notify import Notifier
 from ._notify_dispatch import Dispatch
 from ._notify_message import Notification
-from ._policy import PolicyEngine
+from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError, Prepared
+from ._playbook_file import Playbooks, load_playbooks, parse_playbooks
 from ._receivers import (
     SIGNATURE_HEADER,
     DeliveryError,
@@ -28,19 +22,17 @@ from ._receivers_alertmanager import AlertmanagerReceiver
 from ._receivers_mail import EmailReceiver
 from ._routing import Route
 from ._routing_config import NotifyConfig, load_notify_config, parse_notify_config
+from ._runner import Outcome, Runner, run_process
 
 __all__ = [
-    "ACK_RESULTS",
+    "ACTION_EVENT",
+    "ACTION_STATES",
     "AUDIT_ACTIONS",
     "AUDIT_EVENT",
+    "Action",
+    "ActionConflict",
+    "ActionState",
     "AuditRecord",
-    "COMMAND_ACK_EVENT",
-    "COMMAND_EVENT",
-    "Command",
-    "CommandBook",
-    "CommandError",
-    "PolicyEngine",
-    "command_args",
     "AlertmanagerReceiver",
     "DeliveryError",
     "Dispatch",
@@ -57,4 +49,18 @@ __all__ = [
     "load_notify_config",
     "parse_notify_config",
     "sign",
+    "NotAllowed",
+    "Outcome",
+    "PLAYBOOK_KINDS",
+    "Playbook",
+    "PlaybookError",
+    "Playbooks",
+    "Prepared",
+    "Remediation",
+    "Runner",
+    "UnknownAction",
+    "latest_actions",
+    "load_playbooks",
+    "parse_playbooks",
+    "run_process",
 ]
