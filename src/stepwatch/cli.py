@@ -76,14 +76,25 @@ def main() -> None:
     help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
 )
 @_rules_option
+@click.option(
+    "--playbooks",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Allow-list of remediation playbooks (YAML) that alerts and people may run.",
+)
 def server(
-    store_path: Path, host: str, port: int, token: str | None, rules: tuple[Path, ...]
+    store_path: Path,
+    host: str,
+    port: int,
+    token: str | None,
+    rules: tuple[Path, ...],
+    playbooks: Path | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
     from .server import serve
 
     with _clear_rule_errors():
-        serve(store_path, host=host, port=port, token=token, rules=rules)
+        serve(store_path, host=host, port=port, token=token, rules=rules, playbooks=playbooks)
 
 
 @main.command()
@@ -447,6 +458,129 @@ def silence_expire(silence_id: str, server_url: str, token: str | None) -> None:
     with _alerts_client(server_url, token) as client:
         client.expire_silence(silence_id)
     click.echo(f"silence {silence_id} expired")
+
+
+@contextmanager
+def _actions_client(server_url: str, token: str | None) -> Iterator[Any]:
+    """A client of the collector's actions and audit API; its errors are one line."""
+    from .server._actions_client import ActionsClient
+    from .server._alerts_client import ClientError
+
+    try:
+        with ActionsClient(server_url, token) as client:
+            yield client
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.group()
+def actions() -> None:
+    """Remediation playbook runs: list them, request one, approve or reject a pending one."""
+
+
+@actions.command("list")
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only the actions on this run.")
+@click.option("--state", default=None, help="Only actions in this state (e.g. pending).")
+def actions_list(server_url: str, token: str | None, run_id: str | None, state: str | None) -> None:
+    """List the actions, newest first."""
+    from rich.console import Console
+
+    from .server._actions_client import actions_table
+
+    with _actions_client(server_url, token) as client:
+        found = client.actions(run=run_id, state=state)
+    Console().print(actions_table(found))
+
+
+@actions.command("run")
+@click.argument("playbook")
+@click.argument("labels", nargs=-1)
+@click.option("--dry-run/--for-real", default=None, help="Override the entry's own choice.")
+@click.option("--by", default=None, help="Who asks [default: the user name].")
+@_client_options
+def actions_run(
+    playbook: str,
+    labels: tuple[str, ...],
+    dry_run: bool | None,
+    by: str | None,
+    server_url: str,
+    token: str | None,
+) -> None:
+    """Request a run of PLAYBOOK on the entity of LABELS (node=n1 gpu=3 ...)."""
+    import getpass
+
+    given = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
+        given[key] = value
+    with _actions_client(server_url, token) as client:
+        made = client.request(playbook, given, by or getpass.getuser(), dry_run)
+    click.echo(f"action {made['id']} {made['state']}: {made['command']}")
+
+
+def _decide(
+    verb: str, action_id: str, by: str | None, comment: str, url: str, token: str | None
+) -> None:
+    import getpass
+
+    with _actions_client(url, token) as client:
+        done = client.decide(action_id, verb, by or getpass.getuser(), comment)
+    click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
+
+
+@actions.command("approve")
+@click.argument("action_id")
+@click.option("--by", default=None, help="Who approves [default: the user name].")
+@click.option("--comment", default="", help="Why.")
+@_client_options
+def actions_approve(
+    action_id: str, by: str | None, comment: str, server_url: str, token: str | None
+) -> None:
+    """Approve pending action ACTION_ID: it runs for real."""
+    _decide("approve", action_id, by, comment, server_url, token)
+
+
+@actions.command("reject")
+@click.argument("action_id")
+@click.option("--by", default=None, help="Who rejects [default: the user name].")
+@click.option("--comment", default="", help="Why.")
+@_client_options
+def actions_reject(
+    action_id: str, by: str | None, comment: str, server_url: str, token: str | None
+) -> None:
+    """Reject pending action ACTION_ID: it never runs."""
+    _decide("reject", action_id, by, comment, server_url, token)
+
+
+@main.command()
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only records about this run.")
+@click.option(
+    "--action",
+    default=None,
+    help="Only this kind of record: notify, command, approval, playbook, policy.",
+)
+@click.option("--kind", default=None, help="Only records about alerts of this kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+def audit(
+    server_url: str,
+    token: str | None,
+    run_id: str | None,
+    action: str | None,
+    kind: str | None,
+    limit: int,
+) -> None:
+    """Print the audit trail, newest first: who acted, on what, why, with what result."""
+    from rich.console import Console
+
+    from .server._actions_client import audit_table
+
+    with _actions_client(server_url, token) as client:
+        found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
+    Console().print(audit_table(found))
 
 
 @main.group()

@@ -4,11 +4,21 @@ audit trail of all of it."""
 from ._actions import ACTION_EVENT, ACTION_STATES, Action, ActionState, latest_actions
 from ._actions_flow import ActionConflict, NotAllowed, Remediation, UnknownAction
 from ._audit import AUDIT_ACTIONS, AUDIT_EVENT, AuditRecord
+from ._commands import (
+    ACK_RESULTS,
+    COMMAND_ACK_EVENT,
+    COMMAND_EVENT,
+    Command,
+    CommandBook,
+    CommandError,
+    command_args,
+)
 from ._notify import Notifier
 from ._notify_dispatch import Dispatch
 from ._notify_message import Notification
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError, Prepared
 from ._playbook_file import Playbooks, load_playbooks, parse_playbooks
+from ._policy import PolicyEngine
 from ._receivers import (
     SIGNATURE_HEADER,
     DeliveryError,
@@ -25,6 +35,7 @@ from ._routing_config import NotifyConfig, load_notify_config, parse_notify_conf
 from ._runner import Outcome, Runner, run_process
 
 __all__ = [
+    "ACK_RESULTS",
     "ACTION_EVENT",
     "ACTION_STATES",
     "AUDIT_ACTIONS",
@@ -49,16 +60,23 @@ __all__ = [
     "load_notify_config",
     "parse_notify_config",
     "sign",
+    "COMMAND_ACK_EVENT",
+    "COMMAND_EVENT",
+    "Command",
+    "CommandBook",
+    "CommandError",
     "NotAllowed",
     "Outcome",
     "PLAYBOOK_KINDS",
     "Playbook",
     "PlaybookError",
+    "PolicyEngine",
     "Playbooks",
     "Prepared",
     "Remediation",
     "Runner",
     "UnknownAction",
+    "command_args",
     "latest_actions",
     "load_playbooks",
     "parse_playbooks",

@@ -28,6 +28,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--rules", type=Path, action="append", default=[], help="rule file (repeatable)"
     )
+    parser.add_argument(
+        "--playbooks", type=Path, default=None, help="allow-list of remediation playbooks"
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -37,8 +40,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             token=args.token or None,
             max_body_bytes=args.max_body_bytes,
             rules=args.rules,
+            playbooks=args.playbooks,
         )
-    except RuleError as exc:  # a mistake in a rule file: its file:line message, no traceback
+    except RuleError as exc:  # a mistake in a rule or playbooks file: its file:line, no traceback
         raise SystemExit(str(exc)) from None
 
 

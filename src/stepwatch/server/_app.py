@@ -13,9 +13,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from ..act import Playbooks
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
+from ._actions import actions_router
 from ._alerts import alerts_router
+from ._audit import audit_router
 from ._auth import Auth
 from ._commands import commands_router
 from ._dashboard import dashboard_router
@@ -68,6 +71,7 @@ def create_app(
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
     lateness_s: float = 2.0,
+    playbooks: Playbooks | None = None,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
@@ -79,12 +83,15 @@ def create_app(
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
         lateness_s: data time the rules comparing members wait for late samples.
+        playbooks: the allow-list of remediations (none by default).
     """
     writer = GroupWriter(store, compact_interval_s=compact_interval_s)
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
     rules = rules or RuleFiles(base=builtin_rules())
-    detection = Detection(store, writer, rules, lateness_s=lateness_s, clock=clock)
+    detection = Detection(
+        store, writer, rules, lateness_s=lateness_s, clock=clock, playbooks=playbooks
+    )
     writer.on_commit.append(detection.live.feed)
 
     @asynccontextmanager
@@ -117,6 +124,8 @@ def create_app(
     app.include_router(commands_router(detection.commands, store, detection.log))
     app.include_router(alerts_router(detection))
     app.include_router(silences_router(detection.silences))
+    app.include_router(actions_router(detection.remediation))
+    app.include_router(audit_router(store))
     app.include_router(query_router(store))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

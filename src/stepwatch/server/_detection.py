@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..act import COMMAND_ACK_EVENT, COMMAND_EVENT, CommandBook, PolicyEngine
+from ..act import (
+    ACTION_EVENT,
+    COMMAND_ACK_EVENT,
+    COMMAND_EVENT,
+    CommandBook,
+    Playbooks,
+    PolicyEngine,
+    Remediation,
+)
 from ..detect import (
     ALERT_EVENT,
     SILENCE_EVENT,
@@ -58,6 +66,7 @@ class Detection:
         rules: the rules to run and watch.
         lateness_s: data time the member-comparing rules wait for late samples.
         clock: wall time for silences and acks.
+        playbooks: the remediations alerts and people may run (none by default).
     """
 
     def __init__(
@@ -68,6 +77,7 @@ class Detection:
         *,
         lateness_s: float = 2.0,
         clock: Callable[[], float],
+        playbooks: Playbooks | None = None,
     ) -> None:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
@@ -82,6 +92,13 @@ class Detection:
         )
         self.streams = AlertStreams()
         self.live.subscribe(self.streams.publish, muted=True)
+        self.remediation = Remediation(
+            playbooks or Playbooks(),
+            self.log.write,
+            clock=clock,
+            restored=store.events(kind=ACTION_EVENT, limit=HISTORY),
+        )
+        self.live.subscribe(self.remediation.on_alert)  # a muted alert triggers nothing
         self.commands = CommandBook(clock)
         self.commands.restore(
             store.events(kind=COMMAND_EVENT, limit=HISTORY)
@@ -95,10 +112,12 @@ class Detection:
     def start(self) -> None:
         self.streams.open()
         self.live.start()
+        self.remediation.start()
         self.policy.start()
 
     def stop(self) -> None:
         """End the streams, then let the detector finish what the writer handed it."""
+        self.remediation.stop()  # a playbook still running is cut short
         self.streams.close()
         self.live.stop()
         self.policy.stop()

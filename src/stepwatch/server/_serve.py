@@ -13,6 +13,7 @@ from types import TracebackType
 
 import uvicorn
 
+from ..act import load_playbooks
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
@@ -55,8 +56,10 @@ class ServerThread:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         rules: Sequence[str | Path] = (),
+        playbooks: str | Path | None = None,
     ) -> None:
         self._store_path = Path(store_path)
+        self._playbooks_path = playbooks
         self._rules = RuleFiles(rules, base=builtin_rules())
         self._host = host
         self._port = port
@@ -76,6 +79,7 @@ class ServerThread:
                 self._host,
             )
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
+        playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
         self._store = Store(self._store_path)
         try:
             self._sock = _bind(self._host, self._port)
@@ -83,7 +87,11 @@ class ServerThread:
             self._store.close()
             raise
         app = create_app(
-            self._store, auth=self._auth, max_body_bytes=self._max_body_bytes, rules=self._rules
+            self._store,
+            auth=self._auth,
+            max_body_bytes=self._max_body_bytes,
+            rules=self._rules,
+            playbooks=playbooks,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -174,6 +182,7 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     out: Callable[[str], None] = print,
     rules: Sequence[str | Path] = (),
+    playbooks: str | Path | None = None,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -186,8 +195,17 @@ def serve(
         out: where the URL line goes.
         rules: rule files added to the built-in pack (a rule of the same group and name
             replaces the built-in one); re-read when they change.
+        playbooks: the playbooks file: the remediations alerts and people may run.
     """
-    server = ServerThread(store_path, host, port, token, max_body_bytes=max_body_bytes, rules=rules)
+    server = ServerThread(
+        store_path,
+        host,
+        port,
+        token,
+        max_body_bytes=max_body_bytes,
+        rules=rules,
+        playbooks=playbooks,
+    )
     with _stop_on_signals(server.request_stop):
         with _signals_for_main_thread_only():
             server.start()

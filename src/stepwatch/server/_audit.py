@@ -1,0 +1,73 @@
+"""Audit API: every notification, command, approval and playbook run, newest first."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ..act import AUDIT_EVENT, AuditRecord
+from ..model import Event
+from ..store import Store
+from ._errors import ApiError
+from ._jsonio import JSON, clean
+
+__all__ = ["audit_json", "audit_router"]
+
+#: How many audit events a filtered listing reads back at most.
+HISTORY = 100_000
+
+
+def audit_json(event: Event, record: AuditRecord) -> dict[str, object]:
+    """One record as the API shows it: when, then the record's own fields."""
+    return clean(
+        {
+            "ts": event.ts,
+            "action": record.action,
+            "actor": record.actor,
+            "what": record.what,
+            "result": record.result,
+            "labels": dict(record.labels),
+            "alert_id": record.alert_id,
+            "kind": record.kind,
+            "detail": dict(record.detail),
+        }
+    )
+
+
+def audit_router(store: Store) -> APIRouter:
+    """``GET /api/v1/audit`` over the store's audit events."""
+    router = APIRouter(prefix="/api/v1")
+
+    @router.get("/audit")
+    def audit(
+        run: str | None = None,
+        action: str | None = None,
+        kind: str | None = None,
+        since: float | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> JSON:
+        """Audit records newest first; ``action`` (notify, command, approval, playbook, policy)
+        and ``kind`` (the alert kind) filter, ``since`` is a time in seconds."""
+        if since is not None and not math.isfinite(since):
+            raise ApiError(400, "since must be a finite number of seconds")
+        filtered = action is not None or kind is not None
+        events = store.events(
+            run=run, kind=AUDIT_EVENT, start=since, limit=HISTORY if filtered else limit
+        )
+        out = []
+        for event in reversed(events):
+            try:
+                record = AuditRecord.from_event(event)
+            except ValueError:
+                continue  # an "audit" event a client wrote in another shape
+            if (action is None or record.action == action) and (
+                kind is None or record.kind == kind
+            ):
+                out.append(audit_json(event, record))
+                if len(out) == limit:
+                    break
+        return JSON(out)
+
+    return router
