@@ -289,3 +289,35 @@ groups:
                 rows.append(("gpu.power_w", {"run": "r", "node": node, "gpu": gpu}, t, watts))
     got = [(a.state, a.labels) for a in engine.process(_batch(rows)) if a.state == "firing"]
     assert got == [("firing", {"run": "r", "node": "n0", "gpu": "2"})]
+
+
+def test_alerts_say_what_the_value_was_judged_against_and_since_when() -> None:
+    rules = """\
+groups:
+  - name: g
+    rules:
+      - alert: hot
+        kind: gpu_thermal
+        signal: {metric: gpu.temp_c, by: [node, gpu]}
+        threshold: "> 80"
+        annotations: {summary: "{{ $value }} over {{ $baseline }} since {{ $since }}"}
+      - alert: spike
+        kind: loss_spike
+        signal: {metric: loss}
+        detector: {type: robust_z, z: 6, warmup: 5}
+      - alert: oom
+        kind: log_oom
+        signal: {log: {regex: "out of memory"}, by: [node]}
+"""
+    engine = Engine(parse_rules(rules, "rules.yaml", DETECTORS))
+    gpu = {"run": "r", "node": "n0", "gpu": "1"}
+    losses = [2.0, 2.1, 1.9, 2.0, 2.05, 1.95, 2.0, 9.0]
+    rows = [("gpu.temp_c", gpu, 1_780_000_000.0, 86.0)]
+    rows += [("loss", {"run": "r"}, float(t), v) for t, v in enumerate(losses)]
+    line = Event(3.0, "log", "RuntimeError: CUDA out of memory.", {"run": "r", "node": "n0"})
+    fired = {a.kind: a for a in engine.process(_batch(rows, [line])) if a.state == "firing"}
+    hot, spike, oom = fired["gpu_thermal"], fired["loss_spike"], fired["log_oom"]
+    assert hot.baseline == 80.0
+    assert hot.annotations["summary"] == "86 over 80 since 2026-05-28 20:26:40 UTC"
+    assert spike.value == 9.0 and 1.9 < (spike.baseline or 0.0) < 2.1  # the level it left
+    assert oom.annotations["line"] == "RuntimeError: CUDA out of memory."

@@ -30,6 +30,14 @@ class Verdict:
     anomalous: Bools
 
 
+@dataclass(frozen=True)
+class BaselineVerdict(Verdict):
+    """A verdict with what each value was judged against (a level, a best, a reference), for
+    an alert to say: the value, and the baseline it left."""
+
+    baseline: Floats
+
+
 V = TypeVar("V", bound=Verdict)
 
 
@@ -160,7 +168,7 @@ def ewm_before(x: Floats, weight: Floats, log_decay: Floats, sums: Floats) -> tu
     first sample on (no starting value to choose). A sample of weight 0 does not age the mean.
     """
     both = decayed_cumsum(np.vstack([x * weight, weight]), log_decay * (weight > 0), sums)
-    prior = np.concatenate([sums[:, None], both[:, :-1]], axis=1)
+    prior = np.concatenate([sums[:, None], both[:, :-1]], axis=1)[:, : x.size]
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = prior[0] / prior[1]
     return np.where(prior[1] > 0, mean, np.nan), both[:, -1] if x.size else sums.copy()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepwatch.detect._base import (
+    BaselineVerdict,
     Bools,
     Detector,
     Direction,
@@ -30,6 +31,11 @@ class TrendVerdict(Verdict):
     slope_per_h: Floats
     level: Floats
     time_to_target_s: Floats
+
+    @property
+    def baseline(self) -> Floats:
+        """The fitted level: what the trend is measured against."""
+        return self.level
 
 
 class TrendSlope(Detector):
@@ -255,7 +261,7 @@ class Rise(Detector):
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
         if not value.size:
-            return Verdict(np.empty(0), np.empty(0, dtype=bool))
+            return BaselineVerdict(np.empty(0), np.empty(0, dtype=bool), np.empty(0))
         both = decayed_cumsum(
             np.vstack([value, np.ones(value.shape)]),
             np.full(value.shape, self._log_decay),
@@ -270,4 +276,4 @@ class Rise(Detector):
         self.ring = history[-(self.window - 1) :].copy()
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(np.isfinite(smooth), smooth / np.abs(best) - 1.0, np.nan)
-        return Verdict(score, score >= self.rise)
+        return BaselineVerdict(score, score >= self.rise, np.where(np.isfinite(best), best, np.nan))

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from stepwatch.detect._base import (
+    BaselineVerdict,
     Detector,
     Direction,
     Floats,
@@ -123,17 +124,20 @@ class RobustZ(Detector):
         )
         warm = self.count + np.arange(value.size) >= self.warmup
         everything = np.ones(value.shape)
-        z_plain, self.plain = _robust_z(value, everything, decay, self.plain)
+        z_plain, _, self.plain = _robust_z(value, everything, decay, self.plain)
         inlier = ~(warm & (np.abs(z_plain) >= self.z))
-        z, self.robust = _robust_z(value, inlier.astype(np.float64), decay, self.robust)
+        z, level, self.robust = _robust_z(value, inlier.astype(np.float64), decay, self.robust)
         self.count += value.size
         score = np.where(warm, directed(z, self.direction), np.nan)
-        return Verdict(score, warm & (score >= self.z))
+        return BaselineVerdict(score, warm & (score >= self.z), level)
 
 
-def _robust_z(x: Floats, weight: Floats, decay: Floats, state: Floats) -> tuple[Floats, Floats]:
-    """z of each sample against the level and deviation it sees; new [level sums, dev sums].
-    ``decay`` has two rows: the level's and the deviation's log decay per sample."""
+def _robust_z(
+    x: Floats, weight: Floats, decay: Floats, state: Floats
+) -> tuple[Floats, Floats, Floats]:
+    """z of each sample against the level and deviation it sees, that level, and the new
+    [level sums, dev sums]."""
+    # decay has two rows: the level's and the deviation's log decay per sample
     level, level_sums = ewm_before(x, weight, decay[0], state[0])
     diff = x - level
     dev_weight = weight * np.isfinite(level)
@@ -142,7 +146,7 @@ def _robust_z(x: Floats, weight: Floats, decay: Floats, state: Floats) -> tuple[
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         z = diff / (MAD_SCALE * mad)
-    return np.where(diff == 0, 0.0, z), np.vstack([level_sums, dev_sums])
+    return np.where(diff == 0, 0.0, z), level, np.vstack([level_sums, dev_sums])
 
 
 class Cusum(Detector):
@@ -194,7 +198,7 @@ class Cusum(Detector):
         self.count += int(positive.sum())
         score = {"up": up, "down": down, "both": np.maximum(up, down)}[self.direction]
         score = np.where(live, score, np.nan)
-        return Verdict(score, live & (score >= self.threshold))
+        return BaselineVerdict(score, live & (score >= self.threshold), np.exp(ref))
 
 
 def _cusum(step: Floats, start: float) -> Floats:
@@ -227,7 +231,7 @@ class Share(Detector):
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
         if not ts.size:
-            return Verdict(np.empty(0), np.empty(0, dtype=bool))
+            return BaselineVerdict(np.empty(0), np.empty(0, dtype=bool), np.empty(0))
         if math.isnan(self.t_first):
             self.t_first = float(ts[0])
         all_ts = np.concatenate([self.ring_ts, ts])
@@ -239,7 +243,7 @@ class Share(Detector):
         keep = all_ts > ts[-1] - self.window_s
         self.ring_ts, self.ring_hit = all_ts[keep], hits[keep]
         full = ts - self.t_first >= self.window_s
-        return Verdict(share, full & (share >= self.share))
+        return BaselineVerdict(share, full & (share >= self.share), np.full(ts.shape, self.level))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The window holds as many samples as it holds: its length is free."""

@@ -8,6 +8,7 @@ batches (column arrays plus log events) and never looks at a clock.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -29,6 +30,8 @@ __all__ = ["LOG_REPEAT_S", "Alert", "Engine"]
 
 #: A log rule fires again for the same entity only after this much quiet (an incident's span).
 LOG_REPEAT_S = 600.0
+#: How much of the matching log line a log alert quotes.
+LOG_LINE_CHARS = 2000
 #: Clock skew tolerated between a sample and its divisor (``divide_by``), in seconds.
 SKEW_S = 1.0
 
@@ -50,6 +53,7 @@ class Alert:
     value: float
     labels: dict[str, str]
     annotations: dict[str, str] = field(default_factory=dict)
+    baseline: float | None = None  # what the value was judged against, when the rule has it
 
     @property
     def kind(self) -> str:
@@ -66,11 +70,21 @@ def _entity(rule: Rule, labels: Mapping[str, str]) -> dict[str, str]:
     return {k: labels[k] for k in keys if k in labels}
 
 
+def _utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
     labels = {**entity, **dict(rule.labels)}
-    values = {"value": t.value, "since": t.since, "kind": rule.kind, "severity": rule.severity}
+    values = {
+        "value": t.value,
+        "baseline": t.baseline,
+        "since": _utc(t.since),
+        "kind": rule.kind,
+        "severity": rule.severity,
+    }
     notes = {name: render(text, labels, values) for name, text in rule.annotations}
-    return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes)
+    return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes, t.baseline)
 
 
 def _same(a: Rule, b: Rule) -> bool:
@@ -114,13 +128,16 @@ class _Binding:
     lifecycle: Lifecycle
     divisor: _AsOf | None = None
 
-    def active(self, ts: np.ndarray, value: np.ndarray) -> np.ndarray:
+    def active(self, ts: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Which samples meet the rule, and what each was judged against (when known)."""
         if self.detector is not None:
-            return self.detector.update(ts, value).anomalous
+            verdict = self.detector.update(ts, value)
+            return verdict.anomalous, getattr(verdict, "baseline", None)
         threshold = self.rule.threshold
         assert isinstance(threshold, Comparison)
         with np.errstate(invalid="ignore"):
-            return np.asarray(_OPS[threshold.op](value, threshold.level)) & np.isfinite(value)
+            met = np.asarray(_OPS[threshold.op](value, threshold.level)) & np.isfinite(value)
+        return met, np.full(ts.shape[0], threshold.level)
 
 
 @dataclass(slots=True)
@@ -160,7 +177,12 @@ class _Group:
             rows = verdict.member == m
             life = self.lives.setdefault(m, Lifecycle.of(self.rule))
             entity = self.entity(m)
-            for t in life.update(verdict.ts[rows], verdict.anomalous[rows], verdict.value[rows]):
+            for t in life.update(
+                verdict.ts[rows],
+                verdict.anomalous[rows],
+                verdict.value[rows],
+                verdict.peer_median[rows] if hasattr(verdict, "peer_median") else None,
+            ):
                 alerts.append(_alert(self.rule, entity, t))
         return alerts
 
@@ -196,7 +218,9 @@ class _LogRule:
         self.last[key] = event.ts
         if last is not None and event.ts - last < LOG_REPEAT_S:
             return None
-        return _alert(self.rule, entity, Transition(AlertState.FIRING, event.ts, event.ts, 1.0))
+        alert = _alert(self.rule, entity, Transition(AlertState.FIRING, event.ts, event.ts, 1.0))
+        alert.annotations["line"] = event.text[:LOG_LINE_CHARS]  # what was said, verbatim
+        return alert
 
 
 class Engine:
@@ -366,8 +390,8 @@ class Engine:
                 touched[id(group)] = group
                 continue
             shown = value if binding.divisor is None else binding.divisor.divide(ts, value)
-            active = binding.active(ts, shown)
-            for t in binding.lifecycle.update(ts, active, shown):
+            active, baseline = binding.active(ts, shown)
+            for t in binding.lifecycle.update(ts, active, shown, baseline):
                 alerts.append(_alert(binding.rule, binding.entity, t))
         return alerts
 

@@ -8,6 +8,7 @@ equal conditions in a batch, not per sample.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,12 +30,14 @@ class AlertState:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """An alert entered ``state`` at data time ``ts``; ``since`` is when its condition began."""
+    """An alert entered ``state`` at data time ``ts``; ``since`` is when its condition began;
+    ``baseline`` is what the value was judged against (None when the rule has none)."""
 
     state: str
     ts: float
     since: float
     value: float
+    baseline: float | None = None
 
 
 @dataclass(slots=True)
@@ -49,6 +52,7 @@ class Lifecycle:
     held: int = 0  # consecutive samples the condition has held
     last_true: float = 0.0  # the last time the condition held
     value: float = float("nan")  # the value at the last time the condition held
+    baseline: float = float("nan")  # and what it was judged against
     _out: list[Transition] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -56,8 +60,15 @@ class Lifecycle:
         """A fresh lifecycle with the rule's ``for`` and ``keep_firing_for``."""
         return cls(rule.for_s, rule.keep_firing_for_s, rule.for_samples)
 
-    def update(self, ts: np.ndarray, active: np.ndarray, value: np.ndarray) -> list[Transition]:
-        """Feed one batch (ts ascending) of conditions and values; return the transitions."""
+    def update(
+        self,
+        ts: np.ndarray,
+        active: np.ndarray,
+        value: np.ndarray,
+        baseline: np.ndarray | None = None,
+    ) -> list[Transition]:
+        """Feed one batch (ts ascending) of conditions and values (and what each value was
+        judged against); return the transitions."""
         self._out = []
         if ts.shape[0] == 0:
             return []
@@ -67,26 +78,31 @@ class Lifecycle:
         changes = np.flatnonzero(active[1:] != active[:-1]) + 1
         starts = np.concatenate(([0], changes))
         ends = np.concatenate((changes, [ts.shape[0]]))
+        if baseline is None:
+            baseline = np.full(ts.shape[0], np.nan)
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             if active[start]:
-                self._held(ts[start:end], value[start:end])
+                self._held(ts[start:end], value[start:end], baseline[start:end])
             else:
                 self._lapsed(float(ts[start]), float(ts[end - 1]))
         return self._out
 
-    def _held(self, ts: np.ndarray, value: np.ndarray) -> None:
+    def _held(self, ts: np.ndarray, value: np.ndarray, baseline: np.ndarray) -> None:
         first = float(ts[0])
         if self.state is None or self.state == AlertState.RESOLVED:
             self.held = 0
-            self._enter(AlertState.PENDING, first, since=first, value=float(value[0]))
+            self._enter(AlertState.PENDING, first, first, float(value[0]), float(baseline[0]))
         counted = self.held + np.arange(1, ts.shape[0] + 1)
         self.held += ts.shape[0]
         if self.state == AlertState.PENDING:
             due = np.flatnonzero((ts >= self.since + self.for_s) & (counted >= self.for_samples))
             if due.size:
                 i = int(due[0])
-                self._enter(AlertState.FIRING, float(ts[i]), self.since, float(value[i]))
+                self._enter(
+                    AlertState.FIRING, float(ts[i]), self.since, float(value[i]), float(baseline[i])
+                )
         self.last_true, self.value = float(ts[-1]), float(value[-1])
+        self.baseline = float(baseline[-1])
 
     def _lapsed(self, first: float, last: float) -> None:
         self.held = 0
@@ -95,11 +111,12 @@ class Lifecycle:
         elif self.state == AlertState.FIRING:
             resolve_at = max(first, self.last_true + self.keep_firing_for_s)
             if resolve_at <= last:
-                self._enter(AlertState.RESOLVED, resolve_at, self.since, self.value)
+                self._enter(AlertState.RESOLVED, resolve_at, self.since, self.value, self.baseline)
 
-    def _enter(self, state: str, ts: float, since: float, value: float) -> None:
+    def _enter(self, state: str, ts: float, since: float, value: float, baseline: float) -> None:
         self.state, self.since = state, since
-        self._out.append(Transition(state, ts, since, value))
+        known = None if math.isnan(baseline) else baseline
+        self._out.append(Transition(state, ts, since, value, known))
 
     def state_dict(self) -> dict[str, object]:
         return {
@@ -108,6 +125,7 @@ class Lifecycle:
             "held": self.held,
             "last_true": self.last_true,
             "value": self.value,
+            "baseline": self.baseline,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
@@ -116,3 +134,4 @@ class Lifecycle:
         self.held = int(state["held"])  # type: ignore[call-overload]
         self.last_true = float(state["last_true"])  # type: ignore[arg-type]
         self.value = float(state["value"])  # type: ignore[arg-type]
+        self.baseline = float(state["baseline"])  # type: ignore[arg-type]

@@ -44,6 +44,7 @@ class LiveAlert:
     labels: dict[str, str]
     annotations: dict[str, str] = field(default_factory=dict)
     playbook: str = ""
+    baseline: float | None = None
     silenced: bool = False
     inhibited: bool = False
     reason: str = ""
@@ -65,6 +66,7 @@ class LiveAlert:
             labels=dict(alert.labels),
             annotations=dict(alert.annotations),
             playbook=rule.playbook,
+            baseline=alert.baseline,
         )
 
     @property
@@ -96,6 +98,7 @@ class LiveAlert:
             "since": self.since,
             "ts": self.ts,
             "value": self.value,
+            "baseline": self.baseline,
             "labels": dict(self.labels),
             "annotations": dict(self.annotations),
             "playbook": self.playbook,
@@ -127,6 +130,7 @@ class LiveAlert:
             labels=dict(event.labels),
             annotations=dict(d.get("annotations") or {}),
             playbook=str(d.get("playbook", "")),
+            baseline=None if d.get("baseline") is None else float(d["baseline"]),
             silenced=bool(d.get("silenced", False)),
             inhibited=bool(d.get("inhibited", False)),
             reason=str(d.get("reason", "")),

@@ -65,5 +65,6 @@ def to_record(alert: Alert) -> AlertRecord:
         rule=alert.rule.alert,
         since=alert.since,
         value=alert.value,
+        baseline=alert.baseline,
         summary=alert.annotations.get("summary", ""),
     )
