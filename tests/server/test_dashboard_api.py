@@ -276,6 +276,19 @@ def test_multi_sends_only_the_fields_asked_for(server: Any) -> None:
     assert bad.status_code == 400 and "fields" in bad.json()["error"]
 
 
+def test_multi_takes_several_names(server: Any) -> None:
+    values = {("gpu.temp_c", (("gpu", 0),)): np.full(60, 40.0)}
+    values[("gpu.power_w", (("gpu", 0),))] = np.full(60, 300.0)
+    values[("gpu.util_pct", (("gpu", 0),))] = np.full(60, 90.0)
+    send(server.url, metric_batch("agent", "r1", values, steps=False))
+    params = {"name": ["gpu.power_w", "gpu.temp_c"], "run": "r1", "fields": "last"}
+    got = get(server.url, "/api/v1/query/multi", start=T0, end=T0 + 60, points=6, **params)
+    assert [(s["name"], s["last"]) for s in got["series"]] == [
+        ("gpu.power_w", [300.0] * 6),
+        ("gpu.temp_c", [40.0] * 6),
+    ]
+
+
 def test_multi_of_nothing_is_empty(server: Any) -> None:
     got = get(server.url, "/api/v1/query/multi", name="gpu.temp_c", start=T0, end=T0 + 1)
     assert got["series"] == []

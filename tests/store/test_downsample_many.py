@@ -66,3 +66,19 @@ def test_series_without_steps_or_samples(store: Store) -> None:
         assert (data["step"] == NO_STEP).all()
         assert store.downsample_many("gpu.util_pct", {"run": "r1"}, T0 - 100, T0 - 1, 10) == []
         assert store.downsample_many("gpu.temp_c", None, T0, T0 + 7200, 10) == []
+
+
+def test_several_names_in_one_query(tmp_path: Path) -> None:
+    keys = [SeriesKey.of(name, {"run": "r1", "gpu": g}) for name in ("a", "b") for g in (0, 1)]
+    keys.append(SeriesKey.of("c", {"run": "r1"}))
+    series = np.tile(np.arange(len(keys), dtype=np.int64), 100)
+    ts = T0 + np.repeat(np.arange(100, dtype=np.float64), len(keys))
+    value = np.arange(series.size, dtype=np.float64)
+    with Store(tmp_path / "s.duckdb") as store:
+        store.apply([batch(keys, series, ts, value)])
+        got = store.downsample_many(["b", "a", "b"], {"run": "r1"}, T0, T0 + 100, 10)
+        assert [info.key for info, _ in got] == keys[2:4] + keys[0:2]  # names in the order given
+        for info, data in got:
+            alone = store.downsample(info.id, T0, T0 + 100, 10)
+            np.testing.assert_array_equal(data["last"], alone["last"])
+        assert store.downsample_many([], None, T0, T0 + 100, 10) == []

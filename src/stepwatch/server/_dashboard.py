@@ -17,6 +17,7 @@ from ._params import points as check_points
 __all__ = ["dashboard_router"]
 
 Labels = Annotated[list[str] | None, Query(description="label filter key:value, repeatable")]
+Names = Annotated[list[str] | None, Query(description="metric name, repeatable")]
 #: Log levels the tailer detects, lower case.
 LEVELS = ("debug", "info", "warning", "error", "critical")
 #: The columns /query/multi can send per series, besides ts.
@@ -91,7 +92,7 @@ class _Dashboard:
         self,
         start: float,
         end: float,
-        name: str | None = None,
+        name: Names = None,
         run: str | None = None,
         label: Labels = None,
         points: int = 300,
@@ -99,6 +100,7 @@ class _Dashboard:
     ) -> JSON:
         """Min/max/last/step/count per bucket of every matching series, in one query.
 
+        ``name`` repeats (a page of small multiples asks for all its metrics at once);
         ``fields`` picks the columns sent besides ``ts`` (small multiples need only ``last``).
         """
         time_range(start, end)
@@ -106,9 +108,8 @@ class _Dashboard:
         wanted = [f for f in fields.split(",") if f]
         if not wanted or not set(wanted) <= set(FIELDS):
             raise ApiError(400, f"fields must be a comma list of {', '.join(FIELDS)}")
-        found = self.store.downsample_many(
-            metric_name(name), label_match(run, label), start, end, n
-        )
+        names = None if not name else [metric_name(x) for x in name]
+        found = self.store.downsample_many(names, label_match(run, label), start, end, n, wanted)
         return JSON(
             {
                 "start": start,

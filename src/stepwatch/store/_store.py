@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -267,20 +267,24 @@ class Store:
 
     def downsample_many(
         self,
-        name: str | None,
+        name: str | Sequence[str] | None,
         match: Mapping[str, str] | None,
         start: float,
         end: float,
         points: int,
+        fields: Collection[str] = _multi.FIELDS,
     ) -> list[tuple[SeriesInfo, dict[str, np.ndarray]]]:
         """``downsample`` of every matching series in one query, plus each bucket's last "step".
 
-        Series without samples in the range are left out.
+        ``name`` may list several metrics (a page of small multiples asks once); series come
+        in the order of the names. ``fields`` picks the columns besides "ts" (only those are
+        computed). Series without samples in the range are left out.
         """
-        chosen = self._cat.select(name, match)
+        names = [name] if name is None or isinstance(name, str) else list(dict.fromkeys(name))
+        chosen = list({i.id: i for n in names for i in self._cat.select(n, match)}.values())
         with self._snapshot() as (cur, watermark):
             got = _multi.downsample_many(
-                cur, [i.id for i in chosen], plan(start, end, points), watermark
+                cur, [i.id for i in chosen], plan(start, end, points), watermark, fields
             )
         return [(info, got[info.id]) for info in chosen if info.id in got]
 
