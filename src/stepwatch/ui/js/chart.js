@@ -3,7 +3,7 @@
 //
 // Test hooks on the container: data-chart (id), data-points (x positions drawn),
 // data-ready="1" once drawn (also for an empty result, with data-points="0"),
-// data-start / data-end (the time range shown, seconds).
+// data-start / data-end (the time range shown, seconds), data-annotations (alert markers drawn).
 
 import { el, cssVar, color, ema, fmtNum } from "./util.js";
 
@@ -129,6 +129,7 @@ export class ChartPanel {
       this.destroyPlot();
       this.box.replaceChildren(el("div", { class: "empty", text: "No data in this range." }));
       ds.points = "0";
+      ds.annotations = "0";
       ds.ready = "1";
       return;
     }
@@ -224,6 +225,8 @@ export class ChartPanel {
   // Alerts as vertical markers (a band while an alert lasted), coloured by severity.
   paintAnnotations(u) {
     const list = this.opts.annotations;
+    let drawn = 0;
+    this.box.dataset.annotations = "0";
     if (!list || !list.length) return;
     const ctx = u.ctx;
     const { top, height, left, width } = u.bbox;
@@ -246,8 +249,10 @@ export class ChartPanel {
       ctx.moveTo(p0, top);
       ctx.lineTo(p0, top + height);
       ctx.stroke();
+      drawn += 1;
     }
     ctx.restore();
+    this.box.dataset.annotations = String(drawn);
   }
 
   wire(u) {

@@ -5,7 +5,8 @@ import { align } from "./chart.js";
 
 const labelPairs = (labels) => Object.entries(labels || {}).map(([k, v]) => k + ":" + v);
 
-// Min/max/last/step per bucket of every series matching name + labels (one request).
+// Min/max/last/step per bucket of every series matching name (one or a list) + labels, in one
+// request.
 // `fields` narrows the columns sent (small multiples draw only "last").
 export async function multi({ name, run, labels, range, points, signal, fields }) {
   const body = await api("/query/multi" + qs({ name, run, label: labelPairs(labels), start: range.start, end: range.end, points, fields }), { signal });

@@ -19,7 +19,7 @@ const HOST = [
   { id: "host.disk_write_bytes_per_s", title: "Disk write", unit: "bytes" },
 ];
 
-// One request per metric and range serves every node's small multiple (about the same width).
+// One request per range serves every small multiple (about the same width), another the hosts.
 function shared(load) {
   let key = null;
   let pending = null;
@@ -50,18 +50,19 @@ function wideWidth(root) {
 export async function render(root, ctx) {
   const run = ctx.run.id;
   root.append(el("h2", { text: "Hardware · " + (ctx.run.name || ctx.run.id) }), rangeBar(ctx));
-  // Every GPU request starts now; the nodes to lay out come with the first answer.
-  const loads = GPU.map((m) => shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" })));
-  const hostLoads = HOST.map((m) => shared((range, points, signal) => multi({ name: m.id, run, range, points, signal, fields: "last" })));
+  // Both requests start now; the nodes to lay out come with the GPU answer.
+  const gpuLoad = shared((range, points, signal) => multi({ name: GPU.map((m) => m.id), run, range, points, signal, fields: "last" }));
+  const hostLoad = shared((range, points, signal) => multi({ name: HOST.map((m) => m.id), run, range, points, signal, fields: "last" }));
+  const of = (load, name) => async (range, points, signal) => (await load(range, points, signal)).filter((s) => s.name === name);
   const range = ctx.range();
-  loads.forEach((load) => load(range, smallWidth(root), ctx.signal).catch(() => null)); // errors surface from the panels
-  hostLoads.forEach((load) => load(range, wideWidth(root), ctx.signal).catch(() => null));
-  const nodes = Array.from(new Set((await loads[0](range, 0, ctx.signal)).map((s) => s.labels.node).filter(Boolean))).sort(byLabel);
+  hostLoad(range, wideWidth(root), ctx.signal).catch(() => null); // errors surface from the panels
+  const first = await gpuLoad(range, smallWidth(root), ctx.signal);
+  const nodes = Array.from(new Set(first.map((s) => s.labels.node).filter(Boolean))).sort(byLabel);
   const set = panels(ctx);
   if (!nodes.length) root.append(el("p", { class: "empty", text: "No GPU metrics for this run in this range." }));
-  const memory = loads[GPU.findIndex((m) => m.id === "gpu.mem_used_bytes")];
-  for (const [i, m] of GPU.entries()) {
-    const load = loads[i];
+  const memory = of(gpuLoad, "gpu.mem_used_bytes");
+  for (const m of GPU) {
+    const load = of(gpuLoad, m.id);
     const gpusOf = {};
     const section = el("div", { class: "section" }, el("h2", { text: m.title }));
     const grid = el("div", { class: "grid-small" });
@@ -95,14 +96,15 @@ export async function render(root, ctx) {
   const hostGrid = el("div", { class: "grid2" });
   host.append(hostGrid);
   root.append(host);
-  for (const [i, m] of HOST.entries()) {
+  for (const m of HOST) {
+    const load = of(hostLoad, m.id);
     set.add(hostGrid, {
       id: m.id,
       title: m.title,
       unit: m.unit,
       height: 180,
       load: async (range, points, signal) => {
-        const list = (await hostLoads[i](range, points, signal)).slice().sort((a, b) => byLabel(a.labels.node, b.labels.node));
+        const list = (await load(range, points, signal)).sort((a, b) => byLabel(a.labels.node, b.labels.node));
         return lines(list, (s) => s.labels.node || "host");
       },
     });

@@ -1,8 +1,10 @@
 // Sync-latency heatmap: communication time per rank (rows) over time (columns), colour-scaled
-// on a canvas; hover tells rank, time and value; drag across it to zoom.
+// on a canvas; hover tells rank, time and value; drag across it to zoom. Each cell is the
+// slowest sync of its rank in its bucket, read from the store's pre-aggregated tiers (one
+// series per rank), so a long run with many ranks stays quick.
 
 import { el, fmtClock, fmtNum, byLabel } from "../util.js";
-import { percentiles } from "../data.js";
+import { multi } from "../data.js";
 import { align } from "../chart.js";
 import { rangeBar } from "./common.js";
 
@@ -36,7 +38,7 @@ export async function render(root, ctx) {
   root.append(
     el("h2", { text: "Sync latency · " + (ctx.run.name || ctx.run.id) }),
     rangeBar(ctx),
-    el("p", { class: "muted", text: "Communication time (median per bucket) of each rank; a hot row is a rank others wait on, a hot column a slow collective." }),
+    el("p", { class: "muted", text: "Communication time of each rank (the slowest in each bucket); a hot row is a rank others wait on, a hot column a slow collective." }),
     el("div", { class: "panel" }, box, legend, legendText),
   );
   let state = null;
@@ -45,11 +47,11 @@ export async function render(root, ctx) {
     const range = ctx.range();
     const width = Math.max(200, box.clientWidth || 800);
     const points = Math.max(20, Math.min(2000, Math.floor(width / 2)));
-    const groups = await percentiles({ name: METRIC, run, range, points, q: [0.5], by: "rank", signal: ctx.signal });
-    groups.sort((a, b) => byLabel(a.labels.rank, b.labels.rank));
-    const { x, cols } = align(groups.map((g) => ({ ts: g.ts, cols: { v: g.q["0.5"] } })));
+    const series = await multi({ name: METRIC, run, range, points, signal: ctx.signal, fields: "max" });
+    series.sort((a, b) => byLabel(a.labels.rank, b.labels.rank));
+    const { x, cols } = align(series.map((s) => ({ ts: s.ts, cols: { v: s.max } })));
     const rows = cols.map((c) => c.v);
-    state = { x, rows, ranks: groups.map((g) => g.labels.rank ?? "?"), range, width };
+    state = { x, rows, ranks: series.map((s) => s.labels.rank ?? "?"), range, width };
     draw();
   }
 
