@@ -105,9 +105,48 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def live_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
     """A small ``stepwatch demo`` (2 nodes x 2 GPUs, fast steps) on a free port and a temp store,
     returned once its run has steps and GPU metrics stored; stopped at the end of the session."""
-    home = tmp_path_factory.mktemp("demo")
+    yield from _demo(tmp_path_factory.mktemp("demo"))
+
+
+#: When the faults of ``fault_demo`` begin, in seconds of the demo: late enough for a test to
+#: open its pages first on a loaded machine (the demo is ready after about 5 s).
+FAULT_AT_S = 40
+#: The faults of ``fault_demo``: a log line that fires ``log_oom`` on node1 (open to the end)
+#: and a non-finite loss for 10 s (``nonfinite``, resolved afterwards).
+FAULTS = (f"log_oom@{FAULT_AT_S}:node1", f"nonfinite@{FAULT_AT_S}+10")
+
+
+@pytest.fixture(scope="session")
+def fault_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
+    """A second small demo whose ``FAULTS`` fire ``FAULT_AT_S`` seconds after it started."""
+    faults = [arg for fault in FAULTS for arg in ("--fault", fault)]
+    yield from _demo(tmp_path_factory.mktemp("fault-demo"), faults)
+
+
+def wait_for_alert(
+    demo: LiveDemo, kind: str, timeout_s: float = READY_TIMEOUT_S + FAULT_AT_S
+) -> dict[str, Any]:
+    """The demo run's alert of ``kind`` (as ``GET /api/v1/alerts`` has it) once it fired."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = alerts_of(demo, kind)
+        if found:
+            return found[0]
+        if demo.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no {kind} alert in time:\n{demo.log()}")
+        time.sleep(0.5)
+
+
+def alerts_of(demo: LiveDemo, kind: str) -> list[dict[str, Any]]:
+    """Every alert of ``kind`` of the demo run, any state."""
+    found = demo.api("alerts", run=demo.run_id, state="all", kind=kind)
+    return list(found)
+
+
+def _demo(home: Path, extra: list[str] | None = None) -> Iterator[LiveDemo]:
+    """Run ``stepwatch demo`` in ``home`` until the generator is closed; see ``live_demo``."""
     args = ["--port", "0", "--store", str(home / "demo.duckdb"), "--nodes", "2", "--gpus", "2"]
-    args += ["--step-interval", "0.1"]
+    args += ["--step-interval", "0.1", *(extra or [])]
     log_path = home / "demo.log"
     with log_path.open("wb") as out:
         proc = subprocess.Popen(
@@ -161,8 +200,7 @@ def page(
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     tab = context.new_page()
-    tab.on("console", lambda msg: _on_console(msg, page_errors))
-    tab.on("pageerror", lambda exc: page_errors.append(f"uncaught {exc.name}: {exc.message}"))
+    watch(tab, page_errors)
     try:
         yield tab
     finally:
@@ -199,6 +237,12 @@ def dashboard(page: Page, live_demo: LiveDemo) -> Dashboard:
     return Dashboard(page, live_demo.url)
 
 
+def watch(tab: Page, errors: list[str]) -> None:
+    """Collect the console errors and uncaught exceptions of ``tab`` into ``errors``."""
+    tab.on("console", lambda msg: _on_console(msg, errors))
+    tab.on("pageerror", lambda exc: errors.append(f"uncaught {exc.name}: {exc.message}"))
+
+
 def _on_console(message: ConsoleMessage, errors: list[str]) -> None:
     if message.type == "error":
         where = message.location
@@ -211,8 +255,8 @@ def screenshot_path(nodeid: str) -> Path:
     return SCREENSHOTS / f"{name}.png"
 
 
-def _screenshot(tab: Page, request: pytest.FixtureRequest) -> None:
-    path = screenshot_path(request.node.nodeid)
+def _screenshot(tab: Page, request: pytest.FixtureRequest, suffix: str = "") -> None:
+    path = screenshot_path(request.node.nodeid + suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         image = tab.screenshot(full_page=True)  # with path=, Playwright writes from a new thread
@@ -222,6 +266,11 @@ def _screenshot(tab: Page, request: pytest.FixtureRequest) -> None:
     path.write_bytes(image)
     print(f"screenshot: {path}")
     request.config.stash.setdefault(_SAVED, []).append(path)
+
+
+def screenshot(tab: Page, request: pytest.FixtureRequest, suffix: str) -> None:
+    """Keep a screenshot of a second tab of a test, named after the test and ``suffix``."""
+    _screenshot(tab, request, "-" + suffix)
 
 
 @pytest.hookimpl(wrapper=True)
