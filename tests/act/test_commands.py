@@ -1,0 +1,196 @@
+"""The command queue: validation, order, answers, restore from events, and its HTTP API."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord, CommandBook, CommandError
+
+
+def book() -> CommandBook:
+    ids = (f"c{i}" for i in itertools.count(1))
+    clock = itertools.count(100.0)
+    return CommandBook(clock=lambda: float(next(clock)), new_id=lambda: next(ids))
+
+
+@pytest.mark.parametrize(
+    ("action", "args", "message"),
+    [
+        ("reboot", {}, "unknown action 'reboot'"),
+        ("lower_lr", {"factor": 1.5}, "factor must be between 0 and 1"),
+        ("lower_lr", {"factor": 0}, "factor must be between 0 and 1"),
+        ("lower_lr", {"factor": "half"}, "factor must be a number"),
+        ("lower_lr", {"rate": 0.5}, "lower_lr takes factor, not 'rate'"),
+        ("checkpoint", {"path": 1}, "checkpoint takes no arguments, not 'path'"),
+        ("skip_step", {"steps": 0.5}, "whole number >= 1"),
+        ("stop", {"timeout_s": -1}, "timeout_s must be > 0"),
+        ("stop", {"timeout_s": True}, "timeout_s must be a number"),
+    ],
+)
+def test_bad_commands_are_refused_and_nothing_is_queued(
+    action: str, args: dict[str, Any], message: str
+) -> None:
+    commands = book()
+    with pytest.raises(CommandError, match=message):
+        commands.issue("r1", action, args, by="me")
+    assert commands.after("r1") == []
+
+
+def test_commands_are_numbered_per_run_with_defaults_and_events() -> None:
+    commands = book()
+    first, events = commands.issue("r1", "lower_lr", by="alice", reason="loss diverges")
+    second, _ = commands.issue("r1", "stop", {"timeout_s": 60}, by="alice")
+    other, _ = commands.issue("r2", "checkpoint", by="bob")
+    assert (first.seq, second.seq, other.seq) == (1, 2, 1)
+    assert first.args == {"factor": 0.5} and second.args == {"timeout_s": 60.0}
+    assert [c.id for c in commands.after("r1")] == [first.id, second.id]
+    assert [c.id for c in commands.after("r1", 1)] == [second.id]
+    assert [e.kind for e in events] == [COMMAND_EVENT, AUDIT_EVENT]
+    audit = AuditRecord.from_event(events[1])
+    assert (audit.action, audit.actor, audit.result) == ("command", "alice", "pending")
+    assert audit.labels == {"run": "r1"} and audit.detail["command"] == first.id
+
+
+def test_an_answer_is_recorded_once_and_a_retry_changes_nothing() -> None:
+    commands = book()
+    command, _ = commands.issue("r1", "lower_lr", by="me")
+    answered, events = commands.ack("r1", command.id, "ok", detail="lr 0.1 -> 0.05", step=7)
+    assert (answered.status, answered.step, answered.pending) == ("ok", 7, False)
+    assert AuditRecord.from_event(events[1]).result == "ok"
+    again, none = commands.ack("r1", command.id, "ok", detail="lr 0.1 -> 0.05", step=7)
+    assert none == [] and again == answered
+    with pytest.raises(CommandError, match="already answered"):
+        commands.ack("r1", command.id, "failed")
+    with pytest.raises(CommandError, match="result must be one of"):
+        commands.ack("r1", command.id, "maybe")
+    with pytest.raises(KeyError):
+        commands.ack("r1", "nope", "ok")
+
+
+def test_the_queue_is_rebuilt_from_its_events() -> None:
+    commands = book()
+    events = []
+    a, more = commands.issue("r1", "lower_lr", by="me")
+    events += more
+    b, more = commands.issue("r1", "rollback", by="me")
+    events += more
+    _, more = commands.ack("r1", a.id, "failed", detail="no optimizer", step=3)
+    events += more
+    restored = book()
+    restored.restore(events)
+    assert restored.after("r1") == commands.after("r1")
+    assert [c.status for c in restored.after("r1")] == ["failed", "pending"]
+    c, _ = restored.issue("r1", "stop", by="me")
+    assert c.seq == b.seq + 1
+
+
+# ---- the HTTP API over the real collector ------------------------------------------------
+
+
+def make_run(client: httpx.Client, run: str = "r1") -> None:
+    assert client.post("/api/v1/runs", json={"id": run}).status_code == 200
+
+
+def wait_for_events(url: str, kind: str, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 20
+    while True:
+        got: list[dict[str, Any]] = httpx.get(
+            f"{url}/api/v1/events", params={"kind": kind}, timeout=10
+        ).json()
+        if len(got) >= count or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_the_api_queues_lists_and_takes_answers(server: Any) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        make_run(client)
+        made = client.post(
+            "/api/v1/runs/r1/commands",
+            json={"action": "lower_lr", "args": {"factor": 0.25}, "by": "alice"},
+        )
+        assert made.status_code == 201
+        command = made.json()
+        assert (command["seq"], command["args"], command["status"]) == (
+            1,
+            {"factor": 0.25},
+            "pending",
+        )
+        client.post("/api/v1/runs/r1/commands", json={"action": "checkpoint"})
+        listed = client.get("/api/v1/runs/r1/commands", params={"after": 1}).json()
+        assert [c["action"] for c in listed] == ["checkpoint"]
+        ack = client.post(
+            f"/api/v1/runs/r1/commands/{command['id']}/ack",
+            json={"result": "ok", "detail": "lr 0.1 -> 0.025", "step": 12},
+        )
+        assert ack.status_code == 200 and ack.json()["status"] == "ok"
+        pending = client.get("/api/v1/runs/r1/commands", params={"status": "pending"}).json()
+        assert [c["action"] for c in pending] == ["checkpoint"]
+        conflict = client.post(
+            f"/api/v1/runs/r1/commands/{command['id']}/ack", json={"result": "failed"}
+        )
+        assert conflict.status_code == 409
+    stored = wait_for_events(server.url, "command_ack", 1)
+    assert [e["data"]["result"] for e in stored] == ["ok"]
+    audits = wait_for_events(server.url, AUDIT_EVENT, 3)
+    assert sorted(e["data"]["result"] for e in audits) == ["ok", "pending", "pending"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"action": "reboot"},
+        {"action": "lower_lr", "args": {"factor": 2}},
+        {"action": "lower_lr", "extra": 1},
+        {"args": {}},
+        {"action": "stop", "args": {"timeout_s": "soon"}},
+    ],
+)
+def test_bad_input_is_a_400_and_changes_nothing(server: Any, body: dict[str, Any]) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        make_run(client)
+        reply = client.post("/api/v1/runs/r1/commands", json=body)
+        assert reply.status_code == 400 and reply.json()["error"]
+        assert client.get("/api/v1/runs/r1/commands").json() == []
+        made = client.post("/api/v1/runs/r1/commands", json={"action": "rollback"}).json()
+        bad_ack = client.post(
+            f"/api/v1/runs/r1/commands/{made['id']}/ack", json={"result": "perhaps"}
+        )
+        assert bad_ack.status_code == 400
+        assert client.get("/api/v1/runs/r1/commands").json()[0]["status"] == "pending"
+        assert client.get("/api/v1/runs/r1/commands", params={"after": -1}).status_code == 400
+
+
+def test_unknown_runs_and_commands_are_404(server: Any) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        assert (
+            client.post("/api/v1/runs/ghost/commands", json={"action": "stop"}).status_code == 404
+        )
+        assert client.get("/api/v1/runs/ghost/commands").status_code == 404
+        ack = client.post("/api/v1/runs/ghost/commands/c1/ack", json={"result": "ok"})
+        assert ack.status_code == 404
+        make_run(client)
+        ack = client.post("/api/v1/runs/r1/commands/nope/ack", json={"result": "ok"})
+        assert ack.status_code == 404 and "unknown command" in ack.json()["error"]
+
+
+def test_commands_survive_a_restart_of_the_collector(server: Any) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        make_run(client)
+        first = client.post("/api/v1/runs/r1/commands", json={"action": "checkpoint"}).json()
+        client.post(f"/api/v1/runs/r1/commands/{first['id']}/ack", json={"result": "unsupported"})
+        client.post("/api/v1/runs/r1/commands", json={"action": "stop"})
+    server.restart()
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        listed = client.get("/api/v1/runs/r1/commands").json()
+        assert [(c["seq"], c["action"], c["status"]) for c in listed] == [
+            (1, "checkpoint", "unsupported"),
+            (2, "stop", "pending"),
+        ]
+        third = client.post("/api/v1/runs/r1/commands", json={"action": "rollback"}).json()
+        assert third["seq"] == 3

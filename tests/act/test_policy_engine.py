@@ -1,0 +1,193 @@
+"""Policy decisions: escalation while an alert fires, cool-downs, the cap on automatic actions,
+observe-only, muted alerts; every decision audited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from stepwatch.act import AUDIT_EVENT, AuditRecord, CommandBook, PolicyEngine
+from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
+from stepwatch.model import Event
+
+POLICIES = """
+policies:
+  max_actions_per_run: {most}
+  observe_only: {observe}
+  rules:
+    - name: divergence
+      kinds: [loss_divergence]
+      cooldown: 10m
+      steps:
+        - {{action: notify}}
+        - {{after: 30s, action: lower_lr, args: {{factor: 0.5}}}}
+        - {{after: 5m, action: checkpoint}}
+        - {{after: 5m, action: stop}}
+"""
+
+
+def policies(most: int = 5, observe: bool = False) -> Policies:
+    text = POLICIES.format(most=most, observe=str(observe).lower())
+    found = parse_rules(text, "p.yaml", DETECTORS).policies
+    assert found is not None
+    return found
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Harness:
+    policies: Policies
+    clock: Clock = field(default_factory=Clock)
+    book: CommandBook = field(init=False)
+    events: list[Event] = field(default_factory=list)
+    engine: PolicyEngine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = CommandBook(clock=self.clock)
+        self.engine = PolicyEngine(lambda: self.policies, self.book, self.record, clock=self.clock)
+
+    def record(self, events: Sequence[Event]) -> None:
+        self.events += events
+
+    def at(self, seconds: float) -> None:
+        self.clock.now = 1000.0 + seconds
+        self.engine.tick()
+
+    def commands(self, run: str = "r1") -> list[str]:
+        return [c.action for c in self.book.after(run)]
+
+    def decisions(self) -> list[tuple[str, str]]:
+        audits = [AuditRecord.from_event(e) for e in self.events if e.kind == AUDIT_EVENT]
+        return [(a.what.split(": ", 1)[1], a.result) for a in audits if a.action == "policy"]
+
+
+def alert(
+    state: str = AlertState.FIRING,
+    run: str = "r1",
+    kind: str = "loss_divergence",
+    since: float = 0.0,
+    **flags: bool,
+) -> LiveAlert:
+    return LiveAlert(
+        id=f"{kind}-{run}-{since}", group="g", rule=kind, kind=kind, state=state,
+        severity="critical", since=since, ts=since, value=2.0, labels={"run": run}, **flags,
+    )  # fmt: skip
+
+
+def test_steps_escalate_while_the_alert_fires() -> None:
+    h = Harness(policies())
+    h.engine.on_alert(alert())
+    assert h.commands() == [] and h.decisions() == [("step 1 notify", "ok")]
+    h.at(29)
+    assert h.commands() == []
+    h.at(30)
+    assert h.commands() == ["lower_lr"]
+    assert h.book.after("r1")[0].args == {"factor": 0.5}
+    h.at(300)
+    assert h.commands() == ["lower_lr", "checkpoint", "stop"]
+    assert h.decisions()[1:] == [
+        ("step 2 lower_lr", "issued"),
+        ("step 3 checkpoint", "issued"),
+        ("step 4 stop", "issued"),
+    ]
+    command = h.book.after("r1")[0]
+    assert (command.by, command.kind, command.alert_id) == (
+        "policy:divergence", "loss_divergence", alert().id,
+    )  # fmt: skip
+    assert h.engine.actions("r1") == 3
+
+
+def test_a_resolved_alert_ends_its_escalation() -> None:
+    h = Harness(policies())
+    h.engine.on_alert(alert())
+    h.at(40)
+    h.engine.on_alert(alert(AlertState.RESOLVED))
+    h.at(600)
+    assert h.commands() == ["lower_lr"]
+    assert h.decisions()[-1] == ("escalation ended", "ended")
+
+
+def test_the_cool_down_keeps_a_policy_off_a_run_it_acted_on() -> None:
+    h = Harness(policies())
+    h.engine.on_alert(alert())
+    h.at(30)
+    h.engine.on_alert(alert(AlertState.RESOLVED))
+    h.at(100)
+    h.engine.on_alert(alert(since=100))  # fires again 70 s after the last command
+    h.at(200)
+    assert h.commands() == ["lower_lr"]
+    assert h.decisions()[-1] == ("cooling down", "skipped")
+    h.engine.on_alert(alert(since=100, state=AlertState.RESOLVED))
+    h.at(631)  # past the 10 minutes
+    h.engine.on_alert(alert(since=631))
+    h.at(661)
+    assert h.commands() == ["lower_lr", "lower_lr"]
+    other = Harness(policies())
+    other.engine.on_alert(alert(run="r2"))
+    other.at(30)
+    assert other.commands("r2") == ["lower_lr"]  # cool-downs are per run
+
+
+def test_no_more_automatic_actions_than_the_cap() -> None:
+    h = Harness(policies(most=2))
+    h.engine.on_alert(alert())
+    h.at(300)
+    assert h.commands() == ["lower_lr", "checkpoint"]
+    assert h.decisions()[-1] == ("step 4 stop", "skipped")
+    skipped = [AuditRecord.from_event(e) for e in h.events if e.kind == AUDIT_EVENT][-1]
+    assert "2 automatic actions" in skipped.detail["why"]
+
+
+def test_observe_only_audits_what_it_would_have_done_and_sends_nothing() -> None:
+    h = Harness(policies(observe=True))
+    h.engine.on_alert(alert())
+    h.at(300)
+    assert h.commands() == []
+    assert h.decisions() == [
+        ("step 1 notify", "ok"),
+        ("step 2 lower_lr", "would have"),
+        ("step 3 checkpoint", "would have"),
+        ("step 4 stop", "would have"),
+    ]
+
+
+def test_muted_alerts_other_kinds_and_runless_alerts_start_nothing() -> None:
+    h = Harness(policies())
+    h.engine.on_alert(alert(silenced=True))
+    h.engine.on_alert(alert(inhibited=True, since=1))
+    h.engine.on_alert(alert(kind="loss_plateau"))
+    runless = alert().but(labels={"node": "n1"})
+    h.engine.on_alert(runless)
+    h.at(600)
+    assert h.commands() == [] and h.decisions() == []
+
+
+def test_a_reload_without_policies_stops_new_decisions() -> None:
+    h = Harness(policies())
+    h.policies = Policies()
+    h.engine.on_alert(alert())
+    h.at(600)
+    assert h.commands() == []
+
+
+def test_the_engine_thread_takes_due_steps_and_stops() -> None:
+    h = Harness(policies())
+    h.engine.on_alert(alert())
+    h.clock.now += 30
+    h.engine.start()
+    try:
+        deadline = 200
+        while not h.commands() and deadline:
+            time.sleep(0.05)
+            deadline -= 1
+    finally:
+        h.engine.stop()
+    assert h.commands() == ["lower_lr"]

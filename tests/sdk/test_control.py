@@ -1,0 +1,136 @@
+"""The SDK's side of training control: polling a real collector (or a dead one), applying commands
+in order at step boundaries, answering each, and the hard stop after a graceful one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from stepwatch.sdk import FAILED, OK, UNSUPPORTED, Command, Controller, Outcome, Run
+
+
+@pytest.fixture
+def make_run(tmp_path: Path) -> Iterator[Callable[[str], Run]]:
+    runs: list[Run] = []
+
+    def start(url: str) -> Run:
+        run = Run(server=url, dir=tmp_path, run_id="r1", flush_interval_s=0.1, heartbeat_s=None)
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        run.finish(timeout_s=1.0)
+
+
+def issue(url: str, action: str, **args: float) -> dict[str, Any]:
+    with httpx.Client(base_url=url, timeout=10) as client:
+        client.post("/api/v1/runs", json={"id": "r1"})
+        reply = client.post("/api/v1/runs/r1/commands", json={"action": action, "args": args})
+        assert reply.status_code == 201, reply.text
+        made: dict[str, Any] = reply.json()
+        return made
+
+
+def until(check: Callable[[], bool], step: Callable[[], object] = lambda: None) -> None:
+    deadline = time.monotonic() + 20
+    while not check() and time.monotonic() < deadline:
+        step()
+        time.sleep(0.02)
+
+
+def test_a_collector_that_is_down_costs_the_loop_nothing(
+    make_run: Callable[[str], Run], port: int
+) -> None:
+    run = make_run(f"http://127.0.0.1:{port}")  # nobody listens there
+    controller = Controller(run, {}, interval_s=0.01)
+    poller = controller._poller
+    assert poller is not None
+    until(lambda: poller.failures >= 2)
+    assert controller.boundary(0) == [] and poller.failures >= 2
+    controller.close()
+
+
+def test_commands_are_applied_in_order_and_each_is_answered(
+    server: Any, make_run: Callable[[str], Run]
+) -> None:
+    made = [
+        issue(server.url, "lower_lr", factor=0.5),
+        issue(server.url, "checkpoint"),
+        issue(server.url, "rollback"),
+        issue(server.url, "lower_lr", factor=0.1),
+    ]
+    seen: list[tuple[str, float, int]] = []
+
+    def lower(command: Command, step: int) -> Outcome:
+        seen.append((command.action, command.args["factor"], step))
+        return Outcome(OK, "lowered")
+
+    def broken(command: Command, step: int) -> Outcome:
+        raise OSError("disk full")
+
+    run = make_run(server.url)
+    controller = Controller(run, {"lower_lr": lower, "checkpoint": broken}, interval_s=0.02)
+    step = iter(range(10_000))
+    until(lambda: len(controller.applied) == 4, lambda: controller.boundary(next(step)))
+    controller.close()
+    results = [(c.id, o.result) for c, o in controller.applied]
+    assert results == list(zip([m["id"] for m in made], [OK, FAILED, UNSUPPORTED, OK], strict=True))
+    assert [s[:2] for s in seen] == [("lower_lr", 0.5), ("lower_lr", 0.1)]
+    assert "OSError: disk full" in controller.applied[1][1].detail
+    stored = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
+    assert [c["status"] for c in stored] == [OK, FAILED, UNSUPPORTED, OK]
+    assert stored[0]["step"] == seen[0][2] and stored[3]["step"] == seen[1][2]
+    again = Controller(make_run(server.url), {"lower_lr": lower}, interval_s=0.02)
+    assert again._poller is not None
+    polls = again._poller.polls
+    until(lambda: again._poller is not None and again._poller.polls > polls + 2)
+    assert again.boundary(0) == []  # answered commands are never applied twice
+    again.close()
+
+
+def test_a_stop_that_is_not_obeyed_becomes_a_hard_stop(
+    server: Any, make_run: Callable[[str], Run]
+) -> None:
+    issue(server.url, "stop", timeout_s=0.2)
+    stopped = threading.Event()
+    controller = Controller(
+        make_run(server.url),
+        {"stop": lambda c, s: Outcome(OK)},
+        interval_s=0.02,
+        hard_stop=stopped.set,
+    )
+    until(lambda: controller.stop_requested, lambda: controller.boundary(1))
+    assert controller.stop_requested
+    assert stopped.wait(10)
+    controller.close()
+
+
+def test_a_loop_that_stops_in_time_is_not_stopped_hard(
+    server: Any, make_run: Callable[[str], Run]
+) -> None:
+    issue(server.url, "stop", timeout_s=1.0)
+    stopped = threading.Event()
+    controller = Controller(
+        make_run(server.url),
+        {"stop": lambda c, s: Outcome(OK)},
+        interval_s=0.02,
+        hard_stop=stopped.set,
+    )
+    until(lambda: controller.stop_requested, lambda: controller.boundary(1))
+    controller.close()
+    assert not stopped.wait(1.5)
+
+
+def test_without_a_collector_nothing_is_polled(tmp_path: Path) -> None:
+    run = Run(dir=tmp_path, heartbeat_s=None)
+    controller = Controller(run, {})
+    assert controller.boundary(0) == []
+    controller.close()
+    run.finish()
