@@ -178,7 +178,10 @@ def test_a_firing_alert_of_a_listed_kind_requests_its_playbook(api: httpx.Client
         "gpu_thermal",
     )
     assert action["labels"] == {"run": "r3", "node": "n3", "gpu": "1"}
-    (alert,) = _ok(api.get("/api/v1/alerts", params={"run": "r3"}))
+    while not (alerts := _ok(api.get("/api/v1/alerts", params={"run": "r3"}))):
+        assert time.monotonic() < deadline, "the alert was not listed"
+        time.sleep(0.05)
+    (alert,) = alerts
     assert action["alert_id"] == alert["id"]
     (record,) = _ok(api.get("/api/v1/audit", params={"kind": "gpu_thermal"}))
     assert (record["actor"], record["result"], record["alert_id"]) == (

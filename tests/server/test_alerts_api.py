@@ -224,17 +224,16 @@ def test_the_collector_stops_with_a_stream_open(servers: Callable[[], ServerThre
     assert stream.ended.is_set() and stream.events == []
 
 
-def test_an_alert_event_a_client_wrote_itself_is_not_listed(api: httpx.Client) -> None:
-    doc = {
-        "source": "client",
-        "seq": 1,
-        "samples": [],
-        "events": [{"ts": 1.0, "kind": "alert", "text": "hand-made", "labels": {"run": "r1"}}],
-    }
+def test_an_alert_event_a_client_wrote_itself_is_listed_as_its_own(api: httpx.Client) -> None:
+    event = {"ts": 1.0, "kind": "alert", "text": "loader stalled", "labels": {"run": "r1"}}
+    event["data"] = {"rule": "loader_stall", "severity": "critical"}
+    doc = {"source": "client", "seq": 1, "samples": [], "events": [event]}
     assert api.post("/api/v1/ingest", json=doc).status_code == 200
     api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
-    (listed,) = _until(lambda: _alerts(api, state="all"))
-    assert listed["kind"] == "nonfinite"
+    listed = _until(lambda: [a for a in _alerts(api) if a["kind"] == "nonfinite"] and _alerts(api))
+    written = next(a for a in listed if a["rule"] == "loader_stall")
+    assert (written["state"], written["severity"]) == ("firing", "critical")
+    assert written["annotations"] == {"summary": "loader stalled"} and written["since"] == 1.0
 
 
 def test_alerts_group_by_kind_and_run(api: httpx.Client) -> None:

@@ -38,8 +38,8 @@ HISTORY = 100_000
 
 
 def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
-    """The latest transition of each alert the store holds, by id, oldest first. An "alert"
-    event some client wrote itself (not in the detector's shape) is not one of them."""
+    """The latest transition of each alert the store holds, by id, oldest first (alerts that
+    training code raised itself included); an event too malformed to read is left out."""
     latest: dict[str, LiveAlert] = {}
     for event in store.events(run=run, kind=ALERT_EVENT, limit=HISTORY):
         try:
