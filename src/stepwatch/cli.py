@@ -48,6 +48,17 @@ def _rules_option(fn: Callable[..., None]) -> Callable[..., None]:
     )(fn)
 
 
+def _notify_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--notify FILE``: where the collector sends alerts (receivers and routes)."""
+    return click.option(
+        "--notify",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="Notifications file (YAML): receivers (webhook, slack, email, alertmanager) "
+        "and the routes of alerts to them.",
+    )(fn)
+
+
 @contextmanager
 def _clear_rule_errors() -> Iterator[None]:
     """A mistake in a rule file is its file:line message, not a traceback."""
@@ -76,6 +87,7 @@ def main() -> None:
     help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
 )
 @_rules_option
+@_notify_option
 @click.option(
     "--playbooks",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -89,12 +101,21 @@ def server(
     token: str | None,
     rules: tuple[Path, ...],
     playbooks: Path | None,
+    notify: Path | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
     from .server import serve
 
     with _clear_rule_errors():
-        serve(store_path, host=host, port=port, token=token, rules=rules, playbooks=playbooks)
+        serve(
+            store_path,
+            host=host,
+            port=port,
+            token=token,
+            rules=rules,
+            playbooks=playbooks,
+            notify=notify,
+        )
 
 
 @main.command()
@@ -113,6 +134,7 @@ def server(
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @_rules_option
+@_notify_option
 @click.option(
     "--fault",
     "faults",
@@ -143,6 +165,7 @@ def demo(
     rules: tuple[Path, ...],
     faults: tuple[str, ...],
     record_dir: Path | None,
+    notify: Path | None,
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
     from .demo import DemoConfig, Fault, record_scenario, run_demo
@@ -160,6 +183,7 @@ def demo(
             step_interval_s=step_interval,
             seed=seed,
             rules=rules,
+            notify=notify,
             faults=tuple(Fault.parse(f) for f in faults),
         )
     except ValueError as exc:

@@ -88,9 +88,7 @@ def _handler(recorder: Recorder) -> type[http.server.BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def recording_server(
-    answers: list[int] | None = None, slow: bool = False
-) -> Iterator[Recorder]:
+def recording_server(answers: list[int] | None = None, slow: bool = False) -> Iterator[Recorder]:
     """A real HTTP server on a free loopback port, recording every POST; stopped at the end."""
     recorder = Recorder(answers=list(answers or []), hold=threading.Event() if slow else None)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(recorder))

@@ -23,7 +23,7 @@ from stepwatch.act import (
     SlackReceiver,
     WebhookReceiver,
 )
-from stepwatch.detect import AlertGroup, AlertState
+from stepwatch.detect import AlertGroup, AlertState, LiveAlert
 from stepwatch.model import Event
 
 from ._notify_parts import WAIT_S, alert, recording_server
@@ -32,9 +32,11 @@ SECRET = "s3cret"
 FAST = Retry(retries=3, backoff_s=0.01, max_backoff_s=0.05)
 
 
-def _notification(*alerts: object) -> Notification:
-    group = AlertGroup({"kind": "straggler", "run": "r1"}, tuple(alerts))  # type: ignore[arg-type]
-    return Notification("hook", "route:hook:{kind=straggler,run=r1}", group, "http://collector:7070")
+def _notification(*alerts: LiveAlert) -> Notification:
+    group = AlertGroup({"kind": "straggler", "run": "r1"}, alerts)
+    return Notification(
+        "hook", "route:hook:{kind=straggler,run=r1}", group, "http://collector:7070"
+    )
 
 
 def test_the_body_is_the_group_as_json_with_its_links() -> None:

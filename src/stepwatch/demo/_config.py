@@ -30,6 +30,7 @@ class DemoConfig:
         flush_interval_s: how often each SDK run makes its buffer durable and ships it.
         spool_dir: where the SDK spools; None uses a temporary directory removed at the end.
         rules: rule files the collector runs besides the built-in pack (re-read on change).
+        notify: the collector's notifications file (receivers and routes of alerts).
         faults: faults injected into the simulated run (none: a healthy run).
     """
 
@@ -49,6 +50,7 @@ class DemoConfig:
     flush_interval_s: float = 1.0
     spool_dir: Path | None = None
     rules: tuple[Path, ...] = ()
+    notify: Path | None = None
     faults: tuple[Fault, ...] = ()
 
     def __post_init__(self) -> None:

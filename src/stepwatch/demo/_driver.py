@@ -134,11 +134,15 @@ def _next_tick(due: float, every: float, now: float) -> float:
 def _start_server(config: DemoConfig, out: Out) -> ServerThread:
     """The collector on the configured port, or on a free one when that port is taken."""
     try:
-        return ServerThread(config.store_path, config.host, config.port, rules=config.rules).start()
+        return ServerThread(
+            config.store_path, config.host, config.port, rules=config.rules, notify=config.notify
+        ).start()
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE or config.port == 0:
             raise
-    server = ServerThread(config.store_path, config.host, 0, rules=config.rules).start()
+    server = ServerThread(
+        config.store_path, config.host, 0, rules=config.rules, notify=config.notify
+    ).start()
     out(f"port {config.port} is in use; the collector listens on {server.url} instead")
     return server
 

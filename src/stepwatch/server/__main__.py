@@ -31,6 +31,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--playbooks", type=Path, default=None, help="allow-list of remediation playbooks"
     )
+    parser.add_argument(
+        "--notify", type=Path, default=None, help="notifications file: receivers and routes"
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -40,6 +43,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             token=args.token or None,
             max_body_bytes=args.max_body_bytes,
             rules=args.rules,
+            notify=args.notify,
             playbooks=args.playbooks,
         )
     except RuleError as exc:  # a mistake in a rule or playbooks file: its file:line, no traceback

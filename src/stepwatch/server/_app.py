@@ -6,6 +6,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import FileResponse
@@ -26,11 +27,15 @@ from ._detection import Detection
 from ._errors import install_error_handlers
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
+from ._notifications import Notifications
 from ._query import query_router
 from ._runs import runs_router
 from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
 from ._writer import GroupWriter
+
+if TYPE_CHECKING:
+    from ..act import NotifyConfig
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "UI_DIR", "create_app"]
 
@@ -71,6 +76,7 @@ def create_app(
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
     lateness_s: float = 2.0,
+    notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
@@ -83,6 +89,7 @@ def create_app(
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
         lateness_s: data time the rules comparing members wait for late samples.
+        notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
     """
     writer = GroupWriter(store, compact_interval_s=compact_interval_s)
@@ -93,11 +100,13 @@ def create_app(
         store, writer, rules, lateness_s=lateness_s, clock=clock, playbooks=playbooks
     )
     writer.on_commit.append(detection.live.feed)
+    notifications = Notifications(notify, detection.live, detection.log.record, clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         writer.start()
         streams.open()
+        notifications.start()
         detection.start()
         try:
             yield
@@ -105,6 +114,7 @@ def create_app(
             streams.close()
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last
+            await run_in_threadpool(notifications.stop)  # send what detection said last
 
     app = FastAPI(
         title="stepwatch collector",

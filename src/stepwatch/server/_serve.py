@@ -18,6 +18,7 @@ from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import Auth, is_loopback
+from ._notifications import load_config, served_at
 
 __all__ = ["ServerThread", "serve"]
 
@@ -56,9 +57,11 @@ class ServerThread:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         rules: Sequence[str | Path] = (),
+        notify: str | Path | None = None,
         playbooks: str | Path | None = None,
     ) -> None:
         self._store_path = Path(store_path)
+        self._notify_path = notify
         self._playbooks_path = playbooks
         self._rules = RuleFiles(rules, base=builtin_rules())
         self._host = host
@@ -79,6 +82,7 @@ class ServerThread:
                 self._host,
             )
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
+        notify = load_config(self._notify_path)  # so does one in the notifications file
         playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
         self._store = Store(self._store_path)
         try:
@@ -91,6 +95,7 @@ class ServerThread:
             auth=self._auth,
             max_body_bytes=self._max_body_bytes,
             rules=self._rules,
+            notify=served_at(notify, self._sock),
             playbooks=playbooks,
         )
         self._streams = app.state.streams
@@ -182,6 +187,7 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     out: Callable[[str], None] = print,
     rules: Sequence[str | Path] = (),
+    notify: str | Path | None = None,
     playbooks: str | Path | None = None,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
@@ -195,6 +201,7 @@ def serve(
         out: where the URL line goes.
         rules: rule files added to the built-in pack (a rule of the same group and name
             replaces the built-in one); re-read when they change.
+        notify: the notifications file: receivers, and routes of alerts to them.
         playbooks: the playbooks file: the remediations alerts and people may run.
     """
     server = ServerThread(
@@ -205,6 +212,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         rules=rules,
         playbooks=playbooks,
+        notify=notify,
     )
     with _stop_on_signals(server.request_stop):
         with _signals_for_main_thread_only():

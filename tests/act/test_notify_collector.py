@@ -1,0 +1,103 @@
+"""Notifications from a real collector: started with a notifications file pointing at a local
+webhook, a NaN loss ingested over HTTP comes out as one webhook call, and the delivery is in
+the audit trail; a silenced alert calls nobody."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from stepwatch.server import ServerThread
+
+from ._notify_parts import T0, WAIT_S, Recorder, recording_server
+
+SECRET = "collector-secret"
+
+
+def _loss_doc(seq: int, run: str, values: list[float | str]) -> dict[str, Any]:
+    samples = [
+        {"name": "loss", "labels": {"run": run}, "step": i, "ts": T0 + i, "value": v}
+        for i, v in enumerate(values)
+    ]
+    return {"source": f"trainer-{run}", "seq": seq, "samples": samples}
+
+
+def _until(fetch: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + WAIT_S
+    while not (found := fetch()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+@pytest.fixture
+def hook() -> Iterator[Recorder]:
+    with recording_server() as server:
+        yield server
+
+
+@pytest.fixture
+def collector(tmp_path: Path, hook: Recorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A collector in this process whose notifications go to ``hook``."""
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    notify = tmp_path / "notify.yaml"
+    notify.write_text(
+        "receivers:\n"
+        "  - name: hook\n"
+        "    type: webhook\n"
+        f"    url: {hook.url}/alerts\n"
+        "    secret: ${HOOK_SECRET}\n"
+        "route:\n"
+        "  receiver: hook\n"
+        "  group_wait: 0s\n"
+    )
+    server = ServerThread(tmp_path / "store.duckdb", port=0, notify=notify).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_a_nan_loss_is_one_webhook_call_and_an_audit_record(collector: str, hook: Recorder) -> None:
+    ingest = httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, "NaN", "NaN"]))
+    assert ingest.status_code == 200, ingest.text
+    (request,) = hook.wait_for(1)
+    body = json.loads(request.body)
+    assert request.path == "/alerts"
+    assert body["status"] == "firing"
+    (fired,) = body["alerts"]
+    assert fired["kind"] == "nonfinite" and fired["labels"] == {"run": "r1"}
+    assert fired["value"] == "NaN"
+    assert fired["url"] == f"{collector}/#/alerts?run=r1&alert={fired['id']}"
+    assert request.headers["X-Stepwatch-Signature"].startswith("sha256=")
+
+    def audited() -> list[dict[str, Any]]:
+        events = httpx.get(f"{collector}/api/v1/events", params={"kind": "audit"}).json()
+        return [e for e in events if e["data"]["action"] == "notify"]
+
+    (record,) = _until(audited)
+    assert record["data"]["actor"] == "hook" and record["data"]["result"] == "ok"
+    assert record["data"]["alert_id"] == fired["id"]
+    assert record["labels"] == {"run": "r1"}
+    assert len(hook.requests) == 1  # one alert, one call
+
+
+def test_a_silenced_alert_calls_nobody(collector: str, hook: Recorder) -> None:
+    silence = {"matchers": ["run=r1"], "duration_s": 3600, "comment": "known"}
+    assert httpx.post(f"{collector}/api/v1/silences", json=silence).status_code in (200, 201)
+    httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, "NaN"]))
+    httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r2", [2.0, "NaN"]))
+    (request,) = hook.wait_for(1)
+    assert [a["labels"]["run"] for a in json.loads(request.body)["alerts"]] == ["r2"]
+
+    def alerts() -> list[dict[str, Any]]:
+        found = httpx.get(f"{collector}/api/v1/alerts").json()
+        return found if len(found) == 2 else []
+
+    assert len(_until(alerts)) == 2  # both fired; only the unsilenced one was sent
+    assert len(hook.wait_for(2, timeout=1.0)) == 1
