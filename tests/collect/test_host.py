@@ -381,3 +381,17 @@ def test_busy_percent(
     expected: tuple[float, float] | None,
 ) -> None:
     assert busy_percent(before, now) == expected
+
+
+def test_a_root_whose_exit_its_parent_reports_gives_no_event_of_its_own(
+    host: HostSource, ps: FakePsutil
+) -> None:
+    ps.spawn(10)
+    ps.spawn(11, parent=10)
+    host.watch_pid(10, returncode=lambda: 1, report_exit=False)
+    host.read(1.0)
+    ps.procs[11].gone = True
+    ps.procs[10].gone = True
+    exits = host.read(2.0).events
+    assert [(e.kind, e.labels["pid"]) for e in exits] == [("process_exit", "11")]
+    assert host.watched == []

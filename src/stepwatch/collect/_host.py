@@ -82,6 +82,7 @@ class _Watch:
     pid: int
     root: int
     returncode: Callable[[], int | None] | None = None
+    report_exit: bool = True
     proc: Any = None
     cpu_before: tuple[float, float] | None = None  # (monotonic t, cpu seconds)
 
@@ -133,15 +134,18 @@ class HostSource:
         *,
         children: bool = True,
         returncode: Callable[[], int | None] | None = None,
+        report_exit: bool = True,
     ) -> None:
         """Watch ``pid`` (and, with ``children``, its descendants) from the next read on.
 
         ``returncode`` (e.g. ``Popen.poll``) gives the exit code when the process ends; without
         it the exit event says the code is unknown (psutil cannot tell for another's child).
+        ``report_exit=False`` leaves the event for ``pid``'s own end to the caller, who knows
+        more (its parent: the signal, the status of the run).
         """
         with self._lock:
             self._roots[pid] = children
-            self._watches[pid] = _Watch(pid, pid, returncode)
+            self._watches[pid] = _Watch(pid, pid, returncode, report_exit)
             self._next_refresh = -math.inf
 
     def unwatch_pid(self, pid: int) -> None:
@@ -294,6 +298,8 @@ class HostSource:
         del self._watches[watch.pid]
         self._roots.pop(watch.pid, None)
         self._failing.discard(f"process {watch.pid}")
+        if not watch.report_exit:
+            return
         code = watch.returncode() if watch.returncode is not None else None
         text = f"process {watch.pid} exited" + (f" with code {code}" if code is not None else "")
         data = {"pid": watch.pid, "exit": code, "root": watch.root}

@@ -116,7 +116,7 @@ def _run_command(
     )
     for source in agent.sources:
         if isinstance(source, HostSource):
-            source.watch_pid(proc.pid, children=True, returncode=proc.poll)
+            source.watch_pid(proc.pid, children=True, returncode=proc.poll, report_exit=False)
     assert proc.stdout is not None and proc.stderr is not None
     pumps = [
         OutputPump(pipe, stream=name, on_event=agent.emit_event, echo=echo).start()
