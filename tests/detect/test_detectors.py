@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from stepwatch.detect._base import Detector, Verdict, decayed_cumsum
 from stepwatch.detect._detector_trend import Plateau, Rise, TrendSlope
-from stepwatch.detect._detectors import Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
+from stepwatch.detect._detectors import (
+    Cusum,
+    HoldFor,
+    IqrFence,
+    NonFinite,
+    RobustZ,
+    Share,
+    Threshold,
+)
 
 N = 600
 TS = 1_780_000_000.0 + 10.0 * np.arange(N)
@@ -50,6 +58,7 @@ DETECTORS: dict[str, Callable[[], Detector]] = {
     "plateau": lambda: Plateau(window=100),
     "rise": lambda: Rise(halflife=10.0, window=100),
     "share": lambda: Share(3.0, window_s=50.0),
+    "iqr": lambda: IqrFence(window=50),
 }
 
 # Known answers: the exact anomalous samples, or the first one of a lasting alarm.
@@ -58,6 +67,7 @@ FIRES: dict[tuple[str, str], list[int]] = {
     ("threshold", "step"): [i for i in range(300, N) if 2.0 * (2.0 + 0.02 * NOISE[i]) > 3.0],
     ("threshold", "spike"): [300],
     ("robust_z", "spike"): [300],
+    ("iqr", "spike"): [300],
 }
 FIRST: dict[tuple[str, str], int] = {
     ("robust_z", "step"): 300,
@@ -283,6 +293,16 @@ def test_a_level_that_follows_a_steep_fall_keeps_a_spike_in_view() -> None:
     assert (following >= 6.0).all() and (following > lagging).all()
 
 
+def test_iqr_fences_are_not_widened_by_earlier_outliers() -> None:
+    values = 10.0 + 0.1 * NOISE[:300]
+    values[[100, 130, 160, 190]] = 50.0  # outliers inside the window of the next one
+    values[220] = 12.0  # 20 standard deviations out, far beyond Q3 + 3 IQR
+    verdict = IqrFence(window=200).update(TS[:300], values)
+    assert np.flatnonzero(verdict.anomalous).tolist() == [100, 130, 160, 190, 220]
+    q1, q3 = np.percentile(values[20:220], [25, 75])
+    assert verdict.score[220] == pytest.approx((12.0 - q3) / (q3 - q1))
+
+
 def test_trend_with_a_horizon_fires_when_the_target_is_due_within_it() -> None:
     ts = 60.0 * np.arange(600)  # 10 hours, a sample a minute
     free = 10e12 - 1e12 * ts / 3600.0  # 1 TB an hour less: empty after 10 h
@@ -370,6 +390,8 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: Plateau(history=0),
         lambda: Rise(rise=0.0),
         lambda: Share(1.0, window_s=0.0),
+        lambda: IqrFence(k=0.0),
+        lambda: IqrFence(window=10, warmup=20),
         lambda: TrendSlope(horizon_s=60.0),
         lambda: RobustZ(level_halflife=0.0),
         lambda: Share(1.0, share=1.5),

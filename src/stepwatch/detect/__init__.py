@@ -5,7 +5,7 @@ from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
-from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
+from ._detectors import MAD_SCALE, Cusum, HoldFor, IqrFence, NonFinite, RobustZ, Share, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._grouping import AlertGroup, group_alerts
 from ._lifecycle import AlertState, Lifecycle, Transition
@@ -85,6 +85,7 @@ __all__ = [
     "HoldFor",
     "Incident",
     "Inhibition",
+    "IqrFence",
     "KindScore",
     "Label",
     "LabelOutcome",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -253,3 +254,45 @@ class Share(Detector):
         self.ring_hit = np.array(state["ring_hit"], dtype=np.float64)
         self.t_first = float(state["t_first"])
         self._last_ts = float(state["last_ts"])
+
+
+class IqrFence(Detector):
+    """Tukey's fences: a value beyond the quartiles of the last ``window`` samples by ``k``
+    interquartile ranges (``k`` 3: "far out"). Quartiles ignore how far out the tails reach,
+    so a few earlier outliers do not widen the fence. Score is the distance past the nearer
+    quartile in IQRs (``direction`` signed); nothing is scored before ``warmup`` samples.
+    State: a ring of ``window`` values.
+    """
+
+    _state_keys = ("ring",)
+
+    def __init__(
+        self,
+        k: float = 3.0,
+        window: int = 200,
+        warmup: int | None = None,
+        direction: Direction = "up",
+    ) -> None:
+        super().__init__()
+        check_direction(direction)
+        warmup = window // 2 if warmup is None else warmup
+        if k <= 0 or window < 4 or not 4 <= warmup <= window:
+            raise ValueError("need k > 0, window >= 4 and 4 <= warmup <= window")
+        self.k, self.window, self.warmup, self.direction = float(k), int(window), warmup, direction
+        self.ring = np.full(self.window, np.nan)
+
+    def _score(self, ts: Floats, value: Floats) -> Verdict:
+        history = np.concatenate([self.ring, value])
+        self.ring = history[-self.window :].copy()
+        if not value.size:
+            return Verdict(np.empty(0), np.empty(0, dtype=bool))
+        before = np.lib.stride_tricks.sliding_window_view(history[:-1], self.window)
+        enough = np.isfinite(before).sum(axis=1) >= self.warmup
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # windows still all NaN
+            q1, q3 = np.nanpercentile(before, [25.0, 75.0], axis=1)
+            iqr = q3 - q1
+            above, below = (value - q3) / iqr, (q1 - value) / iqr
+        signed = np.where(value >= q3, above, np.where(value <= q1, -below, 0.0))
+        score = np.where(enough & (iqr > 0), directed(signed, self.direction), np.nan)
+        return Verdict(score, score >= self.k)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._absence import Absence
 from ._detector_trend import Plateau, Rise, TrendSlope
-from ._detectors import Cusum, NonFinite, RobustZ, Share
+from ._detectors import Cusum, IqrFence, NonFinite, RobustZ, Share
 from ._peers import PeerComparison
 
 __all__ = ["DETECTORS"]
@@ -20,6 +20,7 @@ __all__ = ["DETECTORS"]
 DETECTORS: dict[str, Callable[..., Any]] = {
     "nonfinite": NonFinite,
     "robust_z": RobustZ,
+    "iqr": IqrFence,
     "cusum": Cusum,
     "trend": TrendSlope,
     "plateau": Plateau,
