@@ -331,3 +331,12 @@ def test_a_shutdown_sends_what_waits_at_once() -> None:
     dispatch = Dispatch(ROUTE)
     dispatch.add(alert(), T0)
     assert len(dispatch.due(T0 + 1, all_groups=True)) == 1
+
+
+def test_without_grouping_labels_all_alerts_are_one_group() -> None:
+    dispatch = Dispatch(Route("hook", group_by=(), group_wait=0.0))
+    dispatch.add(alert(kind="straggler"), T0)
+    dispatch.add(alert(kind="nonfinite", severity="critical"), T0)
+    (sent,) = dispatch.due(T0)
+    assert sent.title == "[FIRING:2] (critical)"
+    assert sent.common_labels == {"run": "r1"}

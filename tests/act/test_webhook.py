@@ -211,3 +211,15 @@ def test_slack_gets_text_blocks_and_a_coloured_attachment() -> None:
     body = json.loads(request.body)
     assert body["text"].startswith("[RESOLVED:1] ")
     assert body["attachments"][0]["color"] == "#2eb67d"
+
+
+def test_stopping_sends_what_still_waits_for_its_group() -> None:
+    audit = Audit()
+    with recording_server() as server:
+        hook = WebhookReceiver("hook", server.url, retry=FAST)
+        config = NotifyConfig({"hook": hook}, Route("hook", group_wait=3600.0))
+        notifier = Notifier(config, audit).start()
+        notifier.submit(alert())
+        notifier.stop()
+        assert len(server.wait_for(1)) == 1
+    assert audit.wait_for(1)[0].result == "ok"

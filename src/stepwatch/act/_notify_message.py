@@ -64,10 +64,8 @@ class Notification:
     def title(self) -> str:
         """``[FIRING:64] straggler run=r1 (warning)``: one line for a subject or a header."""
         count = len(self.firing) if self.firing else len(self.alerts)
-        labels = " ".join(f"{k}={v}" for k, v in self.group.labels.items() if k != "severity")
-        return f"[{self.status.upper()}:{count}] {labels} ({self.group.severity})".replace(
-            "  ", " "
-        )
+        labels = [f"{k}={v}" for k, v in self.group.labels.items() if k != "severity"]
+        return " ".join([f"[{self.status.upper()}:{count}]", *labels, f"({self.group.severity})"])
 
     def alert_lines(self, alert: LiveAlert) -> list[str]:
         """What happened, since when, the value, why it matters, what to do."""
