@@ -199,3 +199,16 @@ def test_a_mistake_in_the_playbooks_file_stops_the_collector_with_its_line(
     with pytest.raises(RuntimeError) as caught:
         collector_factory(extra_args=("--playbooks", str(bad)))
     assert f"{bad}:4: playbooks[0].argv: expected a list" in str(caught.value)
+
+
+def test_a_pending_action_outlives_a_restart_and_runs_once_approved(
+    api: httpx.Client, out: Path
+) -> None:
+    request = {"playbook": "drain_node", "labels": {"node": "n5", "run": "r5"}, "by": "alice"}
+    pending = _ok(api.post("/api/v1/actions", json=request))
+    api.collector.restart()  # type: ignore[attr-defined]
+    assert _final(api, pending["id"])["state"] == "pending"
+    _ok(api.post(f"/api/v1/actions/{pending['id']}/approve", json={"by": "bob"}))
+    done = _final(api, pending["id"])
+    assert (done["state"], done["decided_by"]) == ("ok", "bob"), done
+    assert out.read_text() == "drained n5 of run r5\n"
