@@ -111,7 +111,7 @@ export class ChartPanel {
         all.push(values);
       } else {
         columns.push(values);
-        series.push({ label: s.label, stroke: c, width: s.width || 1.5, dash: s.dash, spanGaps: !!s.spanGaps, points: { show: false } });
+        series.push({ label: s.label, stroke: c, width: s.width || 1, dash: s.dash, spanGaps: !!s.spanGaps, points: { show: false } });
         all.push(values);
       }
     });
