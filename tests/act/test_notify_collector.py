@@ -5,6 +5,8 @@ the audit trail; a silenced alert calls nobody."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from stepwatch.cli import main
 from stepwatch.server import ServerThread
 
 from ._notify_parts import T0, WAIT_S, Recorder, recording_server
@@ -101,3 +105,26 @@ def test_a_silenced_alert_calls_nobody(collector: str, hook: Recorder) -> None:
 
     assert len(_until(alerts)) == 2  # both fired; only the unsilenced one was sent
     assert len(hook.wait_for(2, timeout=1.0)) == 1
+
+
+BAD = "receivers:\n  - name: x\n    type: pager\nroute: {receiver: x}\n"
+BAD_AT = "receivers[0].type: unknown receiver type 'pager'"
+
+
+def test_a_mistake_in_the_file_stops_the_collector_before_it_opens(tmp_path: Path) -> None:
+    notify = tmp_path / "notify.yaml"
+    notify.write_text(BAD)
+    store = tmp_path / "store.duckdb"
+    args = ["--store", str(store), "--port", "0", "--notify", str(notify)]
+    done = subprocess.run(
+        [sys.executable, "-m", "stepwatch.server", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode != 0
+    assert f"{notify}:3: {BAD_AT}" in done.stderr
+    result = CliRunner().invoke(main, ["server", *args])
+    assert result.exit_code != 0
+    assert f"{notify}:3: {BAD_AT}" in result.output
+    assert not store.exists()

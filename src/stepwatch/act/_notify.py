@@ -108,15 +108,24 @@ class Notifier:
             except queue.Empty:
                 item = None
             if item is _STOP:
-                self._hand_over(self._dispatch.due(self._monotonic(), all_groups=True))
+                self._step(self._flush, True)
                 return
             if item is not None:
-                self._dispatch.add(item, self._monotonic())
-            self._hand_over(self._dispatch.due(self._monotonic()))
+                self._step(self._dispatch.add, item, self._monotonic())
+            self._step(self._flush, False)
 
-    def _hand_over(self, notifications: list[Notification]) -> None:
-        for notification in notifications:
+    def _flush(self, everything: bool) -> None:
+        """Hand what is due (everything unsent, at a stop) to the receivers' threads."""
+        for notification in self._dispatch.due(self._monotonic(), all_groups=everything):
             self._outboxes[notification.receiver].queue.put(notification)
+
+    @staticmethod
+    def _step(step: Callable[..., None], *args: Any) -> None:
+        """One step of the deciding thread; a failure is logged and the thread carries on."""
+        try:
+            step(*args)
+        except Exception:
+            log.exception("notification routing failed on a step; carrying on")
 
     # ---- the delivering threads ---------------------------------------------------------
 
