@@ -155,3 +155,17 @@ def test_ansible_runs_check_mode_on_one_host_with_the_labels_as_unsafe_variables
     assert "--check" not in real.argv
     with pytest.raises(PlaybookError, match="may not hold"):
         entry.prepare({"node": "n1,n2,n3"}, dry_run=True)
+
+
+@pytest.mark.parametrize("name", ["ansible_python_interpreter", "hostvars", "environment", "a-b"])
+def test_a_label_named_like_an_ansible_setting_is_refused(name: str) -> None:
+    entry = Playbook("drain", "ansible", playbook="/p/drain.yml", inventory="localhost,")
+    with pytest.raises(PlaybookError, match="cannot be an Ansible variable"):
+        entry.prepare({"node": "n1", name: "/tmp/evil"}, dry_run=True, vars_path="/tmp/v.yaml")
+    trusted = Playbook(
+        "drain", "ansible", playbook="/p/drain.yml", vars=(("ansible_python_interpreter", "/py"),)
+    )  # the file's own entries may set them
+    assert (
+        '"ansible_python_interpreter": !unsafe "/py"'
+        in trusted.prepare({"node": "n1"}, dry_run=True).vars_text
+    )

@@ -20,6 +20,15 @@ PLAYBOOK_KINDS = ("command", "ansible")
 #: ``{node}``, ``{gpu}``, ``{run}``...: the label of that name. Nothing else is substituted.
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_VARIABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+#: Ansible's magic and reserved variable names that hold no ``ansible_`` prefix.
+_ANSIBLE_NAMES = frozenset(
+    {
+        "environment", "group_names", "groups", "hostvars", "inventory_dir", "inventory_file",
+        "inventory_hostname", "inventory_hostname_short", "omit", "play_hosts", "playbook_dir",
+        "role_name", "role_names", "role_path", "vars",
+    }
+)  # fmt: skip
 
 
 class PlaybookError(ValueError):
@@ -44,6 +53,15 @@ def _label_value(name: str, labels: Mapping[str, str], forbid: str = "") -> str:
 def substitute(template: str, labels: Mapping[str, str], forbid: str = "") -> str:
     """``template`` with each ``{label}`` replaced by the label's value, in one pass."""
     return PLACEHOLDER_RE.sub(lambda m: _label_value(m.group(1), labels, forbid), template)
+
+
+def _variable(name: str) -> str:
+    """A label name fit to be an Ansible variable: one that only says what to act on. Names
+    Ansible gives meaning to (``ansible_*`` connection settings, magic variables) would change
+    how it runs, so a label of such a name is refused."""
+    if not _VARIABLE_RE.match(name) or name.startswith("ansible_") or name in _ANSIBLE_NAMES:
+        raise PlaybookError(f"label {name!r} cannot be an Ansible variable (a name it reserves)")
+    return name
 
 
 def ansible_playbook_program() -> str:
@@ -95,18 +113,12 @@ class Playbook:
     line: int = 0
     description: str = field(default="", compare=False)
 
-    def placeholders(self) -> set[str]:
-        """The labels a request must carry."""
-        texts = [*self.argv, self.inventory if self.kind == "ansible" else ""]
-        texts += [v for _, v in self.vars]
-        return {m.group(1) for t in texts for m in PLACEHOLDER_RE.finditer(t)}
-
     def prepare(self, labels: Mapping[str, str], dry_run: bool, vars_path: str = "") -> Prepared:
         """The run for ``labels``; a PlaybookError when a label is missing or unfit."""
         if self.kind == "command":
             return Prepared(tuple(substitute(a, labels) for a in self.argv))
         inventory = substitute(self.inventory, labels, forbid=",")  # one host, no more
-        extra = dict(labels)
+        extra = {_variable(k): v for k, v in labels.items()}
         extra.update({k: substitute(v, labels) for k, v in self.vars})
         argv = [ansible_playbook_program(), "-i", inventory, self.playbook, "-e", f"@{vars_path}"]
         if dry_run:
