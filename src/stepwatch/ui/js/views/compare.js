@@ -9,7 +9,8 @@ import { panels } from "./common.js";
 export async function render(root, ctx) {
   const p = ctx.params;
   const summaries = ctx.summaries;
-  const chosen = (p.runs || "").split(",").filter((id) => summaries.some((r) => r.id === id));
+  // Without a choice yet, the run being looked at is the first one.
+  const chosen = (p.runs ?? p.run ?? "").split(",").filter((id) => summaries.some((r) => r.id === id));
   const metric = METRICS.some((m) => m.id === p.metric) ? p.metric : METRICS[0].id;
   const xMode = p.x === "time" ? "time" : "step";
   const metricSel = el("select", { "aria-label": "metric" }, METRICS.map((m) => el("option", { value: m.id, text: m.title })));
@@ -33,7 +34,7 @@ export async function render(root, ctx) {
     el("div", { class: "toolbar" }, boxes.length ? boxes : el("span", { class: "empty", text: "No runs yet." })),
   );
   if (chosen.length < 2) {
-    root.append(el("p", { class: "empty", text: "Pick two or more runs to overlay." }));
+    root.append(el("p", { class: "empty", text: chosen.length ? "Pick another run to overlay." : "Pick two or more runs to overlay." }));
     return {};
   }
   const set = panels(ctx);
