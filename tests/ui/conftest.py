@@ -237,6 +237,12 @@ def dashboard(page: Page, live_demo: LiveDemo) -> Dashboard:
     return Dashboard(page, live_demo.url)
 
 
+@pytest.fixture
+def fault_dashboard(page: Page, fault_demo: LiveDemo) -> Dashboard:
+    """The fault demo's dashboard in a fresh page."""
+    return Dashboard(page, fault_demo.url)
+
+
 def watch(tab: Page, errors: list[str]) -> None:
     """Collect the console errors and uncaught exceptions of ``tab`` into ``errors``."""
     tab.on("console", lambda msg: _on_console(msg, errors))

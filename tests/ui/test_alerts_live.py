@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from .conftest import (
     FAULT_AT_S,
@@ -22,27 +22,21 @@ from .conftest import (
 FIRE_TIMEOUT_MS = (FAULT_AT_S + 90) * 1000
 
 
-@pytest.fixture
-def faulty(page: Page, fault_demo: LiveDemo) -> Dashboard:
-    """The fault demo's dashboard in a fresh page."""
-    return Dashboard(page, fault_demo.url)
-
-
 def test_an_alert_arrives_live_in_the_list_and_on_the_charts(
-    faulty: Dashboard,
+    fault_dashboard: Dashboard,
     fault_demo: LiveDemo,
     page_errors: list[str],
     request: pytest.FixtureRequest,
 ) -> None:
     run = fault_demo.run_id
-    faulty.open("overview", run=run)
-    loss = faulty.chart("train.loss")
-    alerts_tab = faulty.page.context.new_page()
+    fault_dashboard.open("overview", run=run)
+    loss = fault_dashboard.chart("train.loss")
+    alerts_tab = fault_dashboard.page.context.new_page()
     watch(alerts_tab, page_errors)
     alerts_view = Dashboard(alerts_tab, fault_demo.url)
     expect(alerts_view.open("alerts", run=run)).to_be_visible()
     assert not alerts_of(fault_demo, "log_oom"), "the fault fired before the pages opened"
-    for tab in (faulty.page, alerts_tab):  # a reload would lose this mark
+    for tab in (fault_dashboard.page, alerts_tab):  # a reload would lose this mark
         tab.evaluate("window.stepwatchTestMark = 1")
     expect(loss).to_have_attribute("data-annotations", "0")
 
@@ -57,16 +51,18 @@ def test_an_alert_arrives_live_in_the_list_and_on_the_charts(
     details = alerts_tab.locator("[data-alert-details]")
     expect(details).to_contain_text("Playbook")
     expect(details).to_contain_text(wait_for_alert(fault_demo, "log_oom")["playbook"])
-    for tab in (faulty.page, alerts_tab):
+    for tab in (fault_dashboard.page, alerts_tab):
         assert tab.evaluate("window.stepwatchTestMark") == 1
     screenshot(alerts_tab, request, "alerts")
     alerts_tab.close()
 
 
-def test_silence_from_the_page_mutes_the_alert(faulty: Dashboard, fault_demo: LiveDemo) -> None:
+def test_silence_from_the_page_mutes_the_alert(
+    fault_dashboard: Dashboard, fault_demo: LiveDemo
+) -> None:
     alert = wait_for_alert(fault_demo, "log_oom")
-    page = faulty.page
-    faulty.open("alerts", run=fault_demo.run_id, alert=alert["id"])
+    page = fault_dashboard.page
+    fault_dashboard.open("alerts", run=fault_demo.run_id, alert=alert["id"])
     row = page.locator(f'[data-alert-id="{alert["id"]}"]')
     expect(row).not_to_contain_text("silenced")
     page.locator("[data-alert-details] input[aria-label=comment]").fill("known: node1 OOM")
@@ -88,11 +84,11 @@ def test_silence_from_the_page_mutes_the_alert(faulty: Dashboard, fault_demo: Li
     assert not [s for s in fault_demo.api("silences") if "kind=log_oom" in s["matchers"]]
 
 
-def test_acknowledge_from_the_page(faulty: Dashboard, fault_demo: LiveDemo) -> None:
+def test_acknowledge_from_the_page(fault_dashboard: Dashboard, fault_demo: LiveDemo) -> None:
     alert = wait_for_alert(fault_demo, "nonfinite")
     assert alert["acked"] is False
-    page = faulty.page
-    faulty.open("alerts", run=fault_demo.run_id)
+    page = fault_dashboard.page
+    fault_dashboard.open("alerts", run=fault_demo.run_id)
     row = page.locator(f'[data-alert-id="{alert["id"]}"]')
     row.click()
     expect(page.locator("[data-alert-details]")).to_contain_text("Playbook")
@@ -106,10 +102,12 @@ def test_acknowledge_from_the_page(faulty: Dashboard, fault_demo: LiveDemo) -> N
     assert acked["acked"] is True
 
 
-def test_logs_around_an_alert_mark_its_line(faulty: Dashboard, fault_demo: LiveDemo) -> None:
+def test_logs_around_an_alert_mark_its_line(
+    fault_dashboard: Dashboard, fault_demo: LiveDemo
+) -> None:
     alert = wait_for_alert(fault_demo, "log_oom")
-    page = faulty.page
-    faulty.open("alerts", run=fault_demo.run_id, alert=alert["id"])
+    page = fault_dashboard.page
+    fault_dashboard.open("alerts", run=fault_demo.run_id, alert=alert["id"])
     page.locator("[data-alert-details] a", has_text="Logs around this time").click()
 
     expect(page.locator('[data-view="logs"]')).to_be_visible()
