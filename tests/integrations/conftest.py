@@ -17,6 +17,7 @@ class RecordingRun:
 
     labels: dict[str, str] = field(default_factory=lambda: {"run": "r"})
     finished: bool = False
+    server: str | None = None  # no collector: no commands to poll
     calls: list[Logged] = field(default_factory=list)
 
     def log(

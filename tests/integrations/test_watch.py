@@ -24,7 +24,14 @@ def by_hand_norm(model: torch.nn.Module) -> float:
 
 def test_exported_names() -> None:
     assert sorted(swt.__all__) == [
-        "Control", "Cuda", "Device", "Host", "StopTraining", "Watcher", "control", "watch"
+        "Control",
+        "Cuda",
+        "Device",
+        "Host",
+        "StopTraining",
+        "Watcher",
+        "control",
+        "watch",
     ]
 
 

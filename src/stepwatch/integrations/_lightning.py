@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..model import RunStatus
-from ..sdk import Run
+from ..sdk import OK, Command, Controller, Outcome, Run
 from ..torch._clip import covers, listen
+from ..torch._control import Guard, scale_lr
 from ..torch._device import device_of
 from ..torch._grads import Labelled, grad_norm, learning_rates, trainable
 from ..torch._steps import Recorder, Timeline
@@ -66,18 +68,38 @@ class LightningHooks:
     otherwise. Each checkpoint is a ``checkpoint`` event. A run started here
     ends with ``on_train_end`` (finished) or ``on_exception`` (failed).
 
+    With a collector, the run's commands are applied after each optimizer step:
+    ``lower_lr`` scales every optimizer's groups and the schedulers' base rates,
+    ``checkpoint`` calls ``trainer.save_checkpoint`` (under ``default_root_dir``/
+    ``stepwatch``), ``stop`` sets ``trainer.should_stop``, and ``skip_step`` drops
+    updates with non-finite gradients (checked in ``on_before_optimizer_step``);
+    ``rollback`` is unsupported (resume from a checkpoint).
+
     Args:
         run: log to this run (and leave it open); by default a run is started at
             ``on_train_start`` (name from the module class, config from its
             hparams and the trainer, planned steps from ``max_steps`` or the estimate).
+        commands: apply the collector's commands (training control).
+        poll_interval_s: how often the collector is asked for new commands.
         **init_kwargs: passed to ``stepwatch.init`` over those defaults.
     """
 
-    def __init__(self, run: Run | None = None, **init_kwargs: Any) -> None:
+    def __init__(
+        self,
+        run: Run | None = None,
+        *,
+        commands: bool = True,
+        poll_interval_s: float = 1.0,
+        **init_kwargs: Any,
+    ) -> None:
         self._owner = RunOwner(run, init_kwargs)
         self._timeline: Timeline | None = None
         self._recorder: Recorder | None = None
         self._stop_listening: Callable[[], None] | None = None
+        self._commands, self._poll_interval_s = commands, poll_interval_s
+        self._controller: Controller | None = None
+        self._guard: Guard | None = None
+        self._trainer: Any = None
         self._reset_step()
 
     @property
@@ -106,6 +128,29 @@ class LightningHooks:
         self._leader, self._clips = trainer.is_global_zero, _clips_by_norm(trainer)
         self._stop_listening = listen(self._on_clip)
         self._reset_step()
+        if self._commands:
+            self._trainer, self._guard = trainer, Guard(run)
+            handlers = {
+                "lower_lr": self._lower_lr,
+                "checkpoint": self._checkpoint,
+                "stop": self._stop,
+                "skip_step": self._guard.arm,
+            }
+            self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
+
+    def _lower_lr(self, command: Command, step: int) -> Outcome:
+        trainer = self._trainer
+        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+        return scale_lr(trainer.optimizers, command.args["factor"], schedulers)
+
+    def _checkpoint(self, command: Command, step: int) -> Outcome:
+        path = Path(self._trainer.default_root_dir) / "stepwatch" / f"step-{step}.ckpt"
+        self._trainer.save_checkpoint(str(path))
+        return Outcome(OK, f"saved {path}")
+
+    def _stop(self, command: Command, step: int) -> Outcome:
+        self._trainer.should_stop = True
+        return Outcome(OK, "trainer.should_stop set")
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
@@ -117,6 +162,8 @@ class LightningHooks:
     def on_before_optimizer_step(
         self, trainer: Any, pl_module: Any, optimizer: torch.optim.Optimizer
     ) -> None:
+        if self._guard is not None and self._guard.left > 0:
+            self._guard.check(trainable([optimizer]), trainer.global_step)
         if not self._leader:
             return
         lrs, self._labelled = learning_rates(trainer.optimizers)
@@ -140,6 +187,9 @@ class LightningHooks:
             self._losses.append(loss)
         if self._step is not None and trainer.global_step != self._step:
             self._submit(self._step)
+            if self._controller is not None and self._guard is not None:
+                self._guard.stepped()
+                self._controller.boundary(trainer.global_step)
 
     def _submit(self, step: int) -> None:
         assert self._timeline is not None and self._recorder is not None
@@ -176,5 +226,7 @@ class LightningHooks:
             self._stop_listening = None
         if self._recorder is not None:
             self._recorder.drain(wait=True)
-        self._timeline = self._recorder = None
+        if self._controller is not None:
+            self._controller.close()
+        self._timeline = self._recorder = self._controller = self._guard = self._trainer = None
         self._owner.end(status)

@@ -9,8 +9,10 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from ..sdk import Run
+from ..sdk import OK, Command, Controller, Outcome, Run
+from ..torch._control import Guard, scale_lr
 from ..torch._device import Host, device_of
+from ..torch._grads import trainable
 from ..torch._steps import Recorder, Timeline
 from ._names import hf_metrics
 from ._owner import RunOwner
@@ -37,11 +39,19 @@ class StepwatchCallback(TrainerCallback):
     ``eval_loss`` → ``eval.loss``, other numbers → ``hf.<key>``) and records each
     checkpoint as a ``checkpoint`` event with ``ckpt.write_s`` and ``ckpt.bytes``.
 
+    With a collector, the run's commands are applied after each step: ``lower_lr``
+    scales the optimizer's groups and the scheduler's base rates, ``checkpoint`` sets
+    ``control.should_save``, ``stop`` sets ``control.should_training_stop``, and
+    ``skip_step`` drops updates with non-finite gradients (checked in
+    ``on_pre_optimizer_step``); ``rollback`` is unsupported (resume from a checkpoint).
+
     Args:
         run: log to this run (and leave it open); by default a run is started at
             ``on_train_begin`` (project and name from the arguments, config from
             them and the model's config, the planned steps from ``max_steps``) and
             finished at ``on_train_end``.
+        commands: apply the collector's commands (training control).
+        poll_interval_s: how often the collector is asked for new commands.
         **init_kwargs: passed to ``stepwatch.init`` over those defaults.
     """
 
@@ -50,6 +60,8 @@ class StepwatchCallback(TrainerCallback):
         run: Run | None = None,
         *,
         clock: Callable[[], float] = time.perf_counter,
+        commands: bool = True,
+        poll_interval_s: float = 1.0,
         **init_kwargs: Any,
     ) -> None:
         self._owner = RunOwner(run, init_kwargs)
@@ -57,6 +69,11 @@ class StepwatchCallback(TrainerCallback):
         self._last = clock()
         self._timeline: Timeline | None = None
         self._recorder: Recorder | None = None
+        self._commands, self._poll_interval_s = commands, poll_interval_s
+        self._controller: Controller | None = None
+        self._guard: Guard | None = None
+        self._control: TrainerControl | None = None
+        self._objects: dict[str, Any] = {}
 
     @property
     def run(self) -> Run | None:
@@ -75,7 +92,37 @@ class StepwatchCallback(TrainerCallback):
         )
         device = device_of(model) if model is not None else Host()
         self._timeline, self._recorder = Timeline(device), Recorder(run, device)
+        if self._commands:
+            self._guard = Guard(run)
+            handlers = {
+                "lower_lr": self._lower_lr,
+                "checkpoint": self._flag("should_save", "saving after this step"),
+                "stop": self._flag("should_training_stop", "stopping after this step"),
+                "skip_step": self._guard.arm,
+            }
+            self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
         self._paused()
+
+    def _lower_lr(self, command: Command, step: int) -> Outcome:
+        optimizer, scheduler = self._objects.get("optimizer"), self._objects.get("lr_scheduler")
+        schedulers = [scheduler] if scheduler is not None else []
+        return scale_lr(
+            [optimizer] if optimizer is not None else [], command.args["factor"], schedulers
+        )
+
+    def _flag(self, name: str, detail: str) -> Callable[[Command, int], Outcome]:
+        def apply(command: Command, step: int) -> Outcome:
+            setattr(self._control, name, True)
+            return Outcome(OK, detail)
+
+        return apply
+
+    def on_pre_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        optimizer = kwargs.get("optimizer")
+        if self._guard is not None and self._guard.left > 0 and optimizer is not None:
+            self._guard.check(trainable([optimizer]), state.global_step)
 
     def _paused(self) -> None:
         """Between steps: what follows (until the next batch is asked for) is not step time."""
@@ -95,6 +142,12 @@ class StepwatchCallback(TrainerCallback):
         if self._timeline is None or self._recorder is None:
             return
         self._recorder.submit(state.global_step, self._timeline.end(), {})
+        if self._controller is not None:
+            self._control, self._objects = control, kwargs
+            self._controller.boundary(state.global_step)
+            self._control, self._objects = None, {}
+            assert self._guard is not None
+            self._guard.stepped()
         self._last = self._clock()
 
     def on_log(
@@ -141,5 +194,7 @@ class StepwatchCallback(TrainerCallback):
     ) -> None:
         if self._recorder is not None:
             self._recorder.drain(wait=True)
-        self._timeline = self._recorder = None
+        if self._controller is not None:
+            self._controller.close()
+        self._timeline = self._recorder = self._controller = self._guard = None
         self._owner.end()

@@ -138,9 +138,10 @@ class CommandPoller:
         while True:
             self._wake.wait(delay)
             self._wake.clear()
+            closing = self._closing  # read first: every answer queued before close() goes out
             try:
                 self._send_acks()
-                if not self._closing:
+                if not closing:
                     self._poll()
             except TransportError as exc:
                 self.failures += 1
@@ -150,7 +151,7 @@ class CommandPoller:
             else:
                 self._backoff.reset()
                 delay = self._interval
-            if self._closing:
+            if closing:
                 return
 
     def _poll(self) -> None:

@@ -27,7 +27,7 @@ from ..sdk import (
 )
 from ._grads import trainable
 
-__all__ = ["Control", "StopTraining", "control", "finite", "scale_lr"]
+__all__ = ["Control", "Guard", "StopTraining", "control", "drop_update", "finite", "scale_lr"]
 
 
 class StopTraining(RuntimeError):
@@ -70,6 +70,31 @@ def drop_update(params: Iterable[torch.Tensor]) -> None:
         p.grad = None
 
 
+class Guard:
+    """``skip_step``: while armed (a number of steps), an update whose gradients are not all
+    finite is dropped and recorded as a ``step_skipped`` event."""
+
+    def __init__(self, run: Run) -> None:
+        self.run, self.left = run, 0
+        self.skipped: list[int] = []  # steps whose update was dropped
+
+    def arm(self, command: Command, step: int) -> Outcome:
+        self.left = max(self.left, int(command.args.get("steps", 100)))
+        return Outcome(OK, f"updates with non-finite gradients are dropped for {self.left} steps")
+
+    def check(self, params: list[torch.Tensor], step: int) -> None:
+        """Before the update of ``step``: drop it if armed and a gradient is not finite."""
+        if self.left > 0 and not finite(params):
+            drop_update(params)
+            self.skipped.append(step)
+            self.run.event(
+                "step_skipped", f"update of step {step} dropped: non-finite gradients", step=step
+            )
+
+    def stepped(self) -> None:
+        self.left = max(0, self.left - 1)
+
+
 class Control:
     """Applies commands to one optimizer; built by :func:`control`, which documents them."""
 
@@ -90,10 +115,9 @@ class Control:
         self.run, self.optimizer, self.step = run, optimizer, int(start_step)
         self._save, self._load, self._stop, self._scheduler = save, load, stop, scheduler
         self.checkpoints: list[int] = []  # steps of the good checkpoints, oldest first
-        self.skipped: list[int] = []  # steps whose update was dropped
-        self._guard_left = 0  # steps the non-finite guard stays armed
+        self.guard = Guard(run)
         self._drop_next = False
-        handlers = {"lower_lr": self._lower_lr, "skip_step": self._skip_step, "stop": self._on_stop}
+        handlers = {"lower_lr": self._lower_lr, "skip_step": self.guard.arm, "stop": self._on_stop}
         if save is not None:
             handlers["checkpoint"] = self._checkpoint
         if load is not None:
@@ -104,6 +128,11 @@ class Control:
             optimizer.register_step_pre_hook(self._before_step),
             optimizer.register_step_post_hook(self._after_step),
         ]
+
+    @property
+    def skipped(self) -> list[int]:
+        """Steps whose update was dropped for non-finite gradients."""
+        return self.guard.skipped
 
     @property
     def stop_requested(self) -> bool:
@@ -131,12 +160,6 @@ class Control:
     def _lower_lr(self, command: Command, step: int) -> Outcome:
         schedulers = [self._scheduler] if self._scheduler is not None else []
         return scale_lr([self.optimizer], command.args.get("factor", 0.5), schedulers)
-
-    def _skip_step(self, command: Command, step: int) -> Outcome:
-        self._guard_left = max(self._guard_left, int(command.args.get("steps", 100)))
-        return Outcome(
-            OK, f"updates with non-finite gradients are dropped for {self._guard_left} steps"
-        )
 
     def _checkpoint(self, command: Command, step: int) -> Outcome:
         if self.checkpoint(step):
@@ -167,19 +190,14 @@ class Control:
         if self._drop_next:
             self._drop_next = False
             drop_update(params)
-        elif self._guard_left > 0 and not finite(params):
-            drop_update(params)
-            self.skipped.append(self.step)
-            self.run.event(
-                "step_skipped", f"update of step {self.step} dropped: non-finite gradients",
-                step=self.step,
-            )  # fmt: skip
+        else:
+            self.guard.check(params, self.step)
         if self.controller.stop_requested and self._stop is None:
             raise StopTraining(f"the collector asked run {self.run.id!r} to stop")
 
     def _after_step(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         self.step += 1
-        self._guard_left = max(0, self._guard_left - 1)
+        self.guard.stepped()
 
     def close(self) -> None:
         """Remove the hooks, post the answers still queued, and disarm the hard stop."""
