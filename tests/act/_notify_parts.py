@@ -21,6 +21,7 @@ def alert(
     severity: str = "warning",
     since: float = T0,
     value: float = 1.8,
+    baseline: float | None = None,
     **labels: str,
 ) -> LiveAlert:
     """One transition, the way the live detector hands it to subscribers."""
@@ -38,6 +39,7 @@ def alert(
         labels=labels,
         annotations={"summary": f"{kind} at {value}", "description": f"why {kind} matters"},
         playbook=f"what to do about {kind}",
+        baseline=baseline,
     )
 
 

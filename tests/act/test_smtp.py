@@ -105,7 +105,7 @@ def test_the_message_says_what_since_when_the_value_why_and_what_to_do(
     inbox: tuple[Inbox, int],
 ) -> None:
     box, port = inbox
-    nan = alert(kind="nonfinite", severity="critical", value=float("nan"), rank="0")
+    nan = alert(kind="nonfinite", severity="critical", value=float("nan"), baseline=2.5, rank="0")
     _receiver(port).send(_notification(nan))
     ((envelope, message),) = box.messages
     assert envelope.mail_from == "stepwatch@example.org"
@@ -117,6 +117,7 @@ def test_the_message_says_what_since_when_the_value_why_and_what_to_do(
     assert "FIRING nonfinite (critical) on rank=0, run=r1" in text
     assert "what happened: nonfinite at nan" in text
     assert "since: 2026-05-28T" in text and "value: NaN" in text
+    assert "judged against: 2.5" in text
     assert "why it matters: why nonfinite matters" in text
     assert "playbook: what to do about nonfinite" in text
     assert f"dashboard: http://collector:7070/#/alerts?run=r1&alert={nan.id}" in text

@@ -40,7 +40,10 @@ def _notification(*alerts: LiveAlert) -> Notification:
 
 
 def test_the_body_is_the_group_as_json_with_its_links() -> None:
-    first, second = alert(rank="3"), alert(rank="5", value=float("nan"))
+    first, second = (
+        alert(rank="3", baseline=1.2),
+        alert(rank="5", value=float("nan"), baseline=float("inf")),
+    )
     with recording_server() as server:
         WebhookReceiver("hook", server.url + "/hook").send(_notification(first, second))
         (request,) = server.wait_for(1)
@@ -54,6 +57,7 @@ def test_the_body_is_the_group_as_json_with_its_links() -> None:
     assert [a["id"] for a in body["alerts"]] == [first.id, second.id]
     assert [a["labels"]["rank"] for a in body["alerts"]] == ["3", "5"]
     assert body["alerts"][1]["value"] == "NaN"  # spelled, never bare NaN
+    assert [a["baseline"] for a in body["alerts"]] == [1.2, "+Inf"]
     assert body["alerts"][0]["url"] == f"http://collector:7070/#/alerts?run=r1&alert={first.id}"
     assert body["alerts"][0]["playbook"] == "what to do about straggler"
     assert SIGNATURE_HEADER not in request.headers  # no secret, no signature

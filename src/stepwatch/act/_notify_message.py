@@ -76,6 +76,8 @@ class Notification:
             f"  since: {iso_time(alert.since)}",
             f"  value: {_value(alert.value)}",
         ]
+        if alert.baseline is not None:
+            lines.append(f"  judged against: {_value(alert.baseline)}")
         if alert.state != AlertState.FIRING:
             lines.append(f"  ended: {iso_time(alert.ts)}")
         if alert.annotations.get("description"):
@@ -95,7 +97,9 @@ class Notification:
 
     def alert_json(self, alert: LiveAlert) -> dict[str, Any]:
         """One alert as the JSON bodies carry it (non-finite values spelled as strings)."""
-        return {**alert.as_json(), "value": json_number(alert.value), "url": self.alert_url(alert)}
+        data = alert.as_json()
+        spelled = {k: json_number(v) for k, v in data.items() if isinstance(v, float)}
+        return {**data, **spelled, "url": self.alert_url(alert)}
 
     def as_json(self) -> dict[str, Any]:
         """The generic webhook's body."""
