@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..detect import Matcher
 from ..detect._yaml_fields import At, RuleError, compose
@@ -46,8 +47,8 @@ class NotifyConfig:
     route: Route
     external_url: str = ""
 
-    def but(self, **changes: object) -> NotifyConfig:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def but(self, **changes: Any) -> NotifyConfig:
+        return dataclasses.replace(self, **changes)
 
 
 class _Reader:
