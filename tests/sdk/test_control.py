@@ -16,11 +16,14 @@ from stepwatch.sdk import FAILED, OK, UNSUPPORTED, Command, Controller, Outcome,
 
 
 @pytest.fixture
-def make_run(tmp_path: Path) -> Iterator[Callable[[str], Run]]:
+def make_run(tmp_path: Path) -> Iterator[Callable[..., Run]]:
     runs: list[Run] = []
 
-    def start(url: str) -> Run:
-        run = Run(server=url, dir=tmp_path, run_id="r1", flush_interval_s=0.1, heartbeat_s=None)
+    def start(url: str, rank: int = 0) -> Run:
+        run = Run(
+            server=url, dir=tmp_path, run_id="r1", flush_interval_s=0.1, heartbeat_s=None,
+            labels={"rank": rank},
+        )  # fmt: skip
         runs.append(run)
         return run
 
@@ -134,3 +137,20 @@ def test_without_a_collector_nothing_is_polled(tmp_path: Path) -> None:
     assert controller.boundary(0) == []
     controller.close()
     run.finish()
+
+
+def test_every_rank_applies_and_rank_0_answers(server: Any, make_run: Callable[..., Run]) -> None:
+    made = issue(server.url, "lower_lr", factor=0.5)
+    ranks = [make_run(server.url, rank) for rank in (1, 0)]
+    controllers = [
+        Controller(r, {"lower_lr": lambda c, s: Outcome(OK)}, interval_s=0.02) for r in ranks
+    ]
+    other, leader = controllers
+    until(lambda: bool(other.applied), lambda: other.boundary(3))
+    other.close()
+    listed = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
+    assert [c["status"] for c in listed] == ["pending"]  # rank 1 applied it, but did not answer
+    until(lambda: bool(leader.applied), lambda: leader.boundary(3))
+    leader.close()
+    listed = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
+    assert [(c["id"], c["status"]) for c in listed] == [(made["id"], OK)]

@@ -210,9 +210,11 @@ class Controller:
     """Applies a run's commands at step boundaries through ``handlers`` (by action).
 
     A command without a handler is answered ``unsupported``; a handler that raises is
-    ``failed`` with the error. After a ``stop`` command is applied, ``stop_requested`` is
-    true and a timer calls ``hard_stop`` (default: KeyboardInterrupt in the main thread)
-    unless ``close()`` comes within the command's ``timeout_s``.
+    ``failed`` with the error. Every rank applies every command; rank 0 answers (each rank
+    records a ``command_applied`` event with its own result). After a ``stop`` command is
+    applied, ``stop_requested`` is true and a timer calls ``hard_stop`` (default:
+    KeyboardInterrupt in the main thread) unless ``close()`` comes within the command's
+    ``timeout_s``.
 
     Args:
         run: whose commands (its collector and token).
@@ -237,6 +239,7 @@ class Controller:
             client = HttpClient(run.server, run.token, timeout_s=max(5.0, interval_s))
             poller = CommandPoller(client, run.id, interval_s=interval_s)
         self._poller = poller.start() if poller is not None else None
+        self._answers = run.labels.get("rank", "0") == "0"
         self.applied: list[tuple[Command, Outcome]] = []
         self.stop_requested = False
         self._timer: threading.Timer | None = None
@@ -249,7 +252,8 @@ class Controller:
         done = []
         for command in self._poller.take():
             outcome = self._apply(command, step)
-            self._poller.ack(command, outcome, step)
+            if self._answers:
+                self._poller.ack(command, outcome, step)
             text = f"{command.action}: {outcome.result}"
             self.run.event(
                 "command_applied", text + (f" ({outcome.detail})" if outcome.detail else ""),
