@@ -2,11 +2,13 @@
 
 Run: python bench/dashboard.py [--hours H] [--dir DIR] [--keep] [--no-browser]
 Builds through Store.apply (fast, no HTTP) one 10M-sample loss series and a
-64-GPU run (8 nodes x 8 GPUs, every GPU metric of the vocabulary and the host
-metrics at 1 Hz for H hours), starts a real collector on that file in a
-subprocess, then times:
+64-GPU run (8 nodes x 8 GPUs, every GPU metric of the vocabulary, the host
+metrics and each rank's communication time at 1 Hz for H hours), starts a real
+collector on that file in a subprocess, then times:
   - the 10M-sample chart: one downsample request at 1000 px (whole range and a
     zoomed tenth), target <= 200 ms request to drawn;
+  - the sync heatmap of its 64 ranks (one multi request over the tiers, and the
+    per-rank percentiles over raw samples it asked before);
   - every request of the hardware page of the 64-GPU run (run list, alerts, one
     request for all GPU small multiples, one for the host charts), issued at
     once as a browser does;
@@ -48,6 +50,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHART_TARGET_S, HARDWARE_TARGET_S = 0.2, 1.0
 #: What the hardware page charts: one request for the GPU small multiples, one for the hosts.
 GPU_CHARTS = ("gpu.util_pct", "gpu.mem_used_bytes", "gpu.temp_c", "gpu.power_w")
+#: What the sync heatmap draws, a row per rank.
+COMM = "train.comm_time_s"
 HOST_CHARTS = (
     "host.cpu_pct",
     "host.mem_used_bytes",
@@ -68,17 +72,25 @@ def _loss(n: int, rng: np.random.Generator) -> Iterator[SampleBatch]:
 
 
 def _hardware(seconds: int, rng: np.random.Generator) -> Iterator[SampleBatch]:
-    """Every GPU and host metric of 8 nodes x 8 GPUs, once a second."""
-    keys = [
-        SeriesKey.of(name, {"run": HW_RUN, "node": f"node{n}", "gpu": g})
-        for n in range(NODES)
-        for g in range(GPUS)
-        for name in GPU_METRICS
-    ] + [
-        SeriesKey.of(name, {"run": HW_RUN, "node": f"node{n}"})
-        for n in range(NODES)
-        for name in HOST_METRICS
-    ]
+    """Every GPU and host metric of 8 nodes x 8 GPUs, and each rank's comm time, once a second."""
+    keys = (
+        [
+            SeriesKey.of(name, {"run": HW_RUN, "node": f"node{n}", "gpu": g})
+            for n in range(NODES)
+            for g in range(GPUS)
+            for name in GPU_METRICS
+        ]
+        + [
+            SeriesKey.of(COMM, {"run": HW_RUN, "node": f"node{n}", "rank": n * GPUS + g})
+            for n in range(NODES)
+            for g in range(GPUS)
+        ]
+        + [
+            SeriesKey.of(name, {"run": HW_RUN, "node": f"node{n}"})
+            for n in range(NODES)
+            for name in HOST_METRICS
+        ]
+    )
     per = max(1, BATCH // len(keys))
     for seq, lo in enumerate(range(0, seconds, per)):
         t = np.arange(lo, min(seconds, lo + per), dtype=np.float64)
@@ -204,6 +216,16 @@ def server_side(url: str, hours: float) -> None:
         ("/api/v1/query/multi", {"name": list(GPU_CHARTS), **gpu}),
         ("/api/v1/query/multi", {"name": list(HOST_CHARTS), **host}),
     ]
+    heatmap = {**rng, "name": COMM, "points": 693}  # half the heatmap's width at 1440 px
+    print(f"sync heatmap of the 64-GPU run ({hours:g} h at 1 Hz), 64 ranks:")
+    report(
+        "multi, slowest per bucket (what the page asks, from the tiers)",
+        timed(lambda: _get(client, "/api/v1/query/multi", **heatmap, fields="max"), 5),
+    )
+    report(
+        "percentiles by rank, median (what it asked before, raw samples)",
+        timed(lambda: _get(client, "/api/v1/query/percentiles", **heatmap, q=0.5, by="rank"), 5),
+    )
     print(f"hardware page of the 64-GPU run ({hours:g} h at 1 Hz), {len(page)} requests:")
     with ThreadPoolExecutor(6) as pool:
         clients = [httpx.Client(base_url=url, timeout=60) for _ in range(6)]
