@@ -45,11 +45,15 @@ VIEWS = {
 }
 
 
+@pytest.mark.parametrize("demo", ["live_demo", "fault_demo"])
 @pytest.mark.parametrize(("view", "chart"), VIEWS.items())
 def test_every_view_opens_and_draws(
-    view: str, chart: str | None, dashboard: Dashboard, live_demo: LiveDemo
+    view: str, chart: str | None, demo: str, page: Page, request: pytest.FixtureRequest
 ) -> None:
-    expect(dashboard.open(view, run=live_demo.run_id)).to_be_visible()
+    """On the plain demo and on the one with faults (their alerts mark the charts)."""
+    running: LiveDemo = request.getfixturevalue(demo)
+    dashboard = Dashboard(page, running.url)
+    expect(dashboard.open(view, run=running.run_id)).to_be_visible()
     if chart is not None:
         dashboard.chart(chart, min_points=2)
     charts = dashboard.page.locator("[data-chart]")
