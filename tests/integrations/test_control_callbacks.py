@@ -17,12 +17,13 @@ LEAFSPEC = r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarni
 
 
 def queue_commands(url: str, run: str) -> list[str]:
-    """Register the run and queue lower_lr, checkpoint, stop and rollback for it."""
+    """Register the run and queue lower_lr, skip_step, checkpoint, rollback and stop for it."""
     with httpx.Client(base_url=url, timeout=10) as client:
         client.post("/api/v1/runs", json={"id": run})
         ids = []
         for action, args in [
             ("lower_lr", {"factor": 0.5}),
+            ("skip_step", {"steps": 10}),
             ("checkpoint", {}),
             ("rollback", {}),
             ("stop", {"timeout_s": 120}),
@@ -81,7 +82,8 @@ def test_the_hugging_face_trainer_obeys_commands(
     assert len(saved) == 1
     got = answers(server.url, "r-hf")
     assert {action: status for action, (status, _) in got.items()} == {
-        "lower_lr": "ok", "checkpoint": "ok", "rollback": "unsupported", "stop": "ok",
+        "lower_lr": "ok", "skip_step": "ok", "checkpoint": "ok", "rollback": "unsupported",
+        "stop": "ok",
     }  # fmt: skip
 
 
@@ -124,5 +126,6 @@ def test_the_lightning_trainer_obeys_commands(server: Any, tmp_path: Path) -> No
     assert len(list((tmp_path / "pl" / "stepwatch").glob("step-*.ckpt"))) == 1
     got = answers(server.url, "r-pl")
     assert {action: status for action, (status, _) in got.items()} == {
-        "lower_lr": "ok", "checkpoint": "ok", "rollback": "unsupported", "stop": "ok",
+        "lower_lr": "ok", "skip_step": "ok", "checkpoint": "ok", "rollback": "unsupported",
+        "stop": "ok",
     }  # fmt: skip
