@@ -82,3 +82,15 @@ def test_several_names_in_one_query(tmp_path: Path) -> None:
             alone = store.downsample(info.id, T0, T0 + 100, 10)
             np.testing.assert_array_equal(data["last"], alone["last"])
         assert store.downsample_many([], None, T0, T0 + 100, 10) == []
+
+
+@pytest.mark.parametrize("fields", [("last",), ("max",), ("step", "count"), ("min", "last")])
+def test_only_the_fields_asked_for(store: Store, fields: tuple[str, ...]) -> None:
+    with store:
+        full = store.downsample_many("gpu.util_pct", None, T0 + 13.7, T0 + 6999.2, 37)
+        part = store.downsample_many("gpu.util_pct", None, T0 + 13.7, T0 + 6999.2, 37, fields)
+        assert [info for info, _ in part] == [info for info, _ in full]
+        for (_, got), (_, want) in zip(part, full, strict=True):
+            assert set(got) == {"ts", *fields}
+            for col in got:
+                np.testing.assert_array_equal(got[col], want[col], err_msg=col)
