@@ -1,15 +1,17 @@
-"""Fixtures shared by every test: the real collector in a subprocess, and a thread-leak check."""
+"""Fixtures shared by every test: the real collector in a subprocess, other programs a test
+starts (stopped by PID at the end), and a thread-leak check."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -32,6 +34,17 @@ def free_port() -> int:
 def port() -> int:
     """A free loopback port for a server the test starts (conftests below share it this way)."""
     return free_port()
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM by PID, SIGKILL if it lingers; always reaped, so nothing is left running."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 @dataclass
@@ -95,12 +108,8 @@ class Collector:
 
     def stop(self) -> int | None:
         """SIGTERM and wait for the graceful shutdown; returns the exit code."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        if self.proc is not None:
+            stop_process(self.proc)
         return self._reap()
 
     def restart(self) -> None:
@@ -164,6 +173,58 @@ def server(collector_factory: CollectorFactory) -> Collector:
     """A running collector on a fresh store: ``.url``, ``.store_path``, ``.proc``, ``.kill()``,
     ``.restart()``."""
     return collector_factory()
+
+
+class Processes:
+    """Programs started with their output in a log file; ``stop_all`` stops every one by PID."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, args: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+        """Start ``args`` with stdout and stderr going to ``log_path``."""
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT)
+        self.started.append(proc)
+        return proc
+
+    def start_daemon(
+        self, binary: str, args: Sequence[str], ready_url: str, log_path: Path
+    ) -> subprocess.Popen[bytes]:
+        """Start a Debian-packaged daemon and return once ``ready_url`` answers 200."""
+        found = shutil.which(binary) or shutil.which(f"/usr/bin/{binary}")
+        if found is None:
+            pytest.fail(f"{binary} is not installed: run scripts/system-deps")
+        proc = self.start([found, *args], log_path)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
+                    return proc
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"{binary} did not answer on {ready_url}:\n{log_path.read_text()}")
+
+    def stop_all(self) -> None:
+        for proc in self.started:
+            stop_process(proc)
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Start programs (``.start``, ``.start_daemon``) for one test; all stopped at teardown."""
+    started = Processes()
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture(scope="session")
+def session_processes() -> Iterator[Processes]:
+    """Like ``processes``, for programs shared by the whole session."""
+    started = Processes()
+    yield started
+    started.stop_all()
 
 
 @pytest.fixture(autouse=True)

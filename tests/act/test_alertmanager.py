@@ -4,10 +4,8 @@ lists, and a resolved alert leaves the list."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ from stepwatch.detect import AlertGroup, AlertState
 from ._notify_parts import WAIT_S, alert
 
 BINARY = "prometheus-alertmanager"
-STOP_TIMEOUT_S = 10.0
 CONFIG = """\
 route:
   receiver: nobody
@@ -43,49 +40,20 @@ class Alertmanager:
         return found
 
 
-def _binary() -> str:
-    found = shutil.which(BINARY) or shutil.which(f"/usr/bin/{BINARY}")
-    if found is None:
-        pytest.fail(f"{BINARY} is not installed: run scripts/system-deps")
-    return found
-
-
 @pytest.fixture
-def alertmanager(tmp_path: Path, port: int) -> Iterator[Alertmanager]:
+def alertmanager(tmp_path: Path, port: int, processes: Any) -> Alertmanager:
     """A real Alertmanager on loopback; stopped by PID at the end."""
     config = tmp_path / "alertmanager.yml"
     config.write_text(CONFIG)
     args = [
-        _binary(),
         f"--config.file={config}",
         f"--storage.path={tmp_path / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--cluster.listen-address=",
     ]
-    log = tmp_path / "alertmanager.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    am = Alertmanager(f"http://127.0.0.1:{port}", proc)
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                if httpx.get(f"{am.url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"alertmanager did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        yield am
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait()
+    url = f"http://127.0.0.1:{port}"
+    proc = processes.start_daemon(BINARY, args, f"{url}/-/ready", tmp_path / "alertmanager.log")
+    return Alertmanager(url, proc)
 
 
 def _notification(*alerts: Any) -> Notification:

@@ -36,7 +36,6 @@ VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 READY_TIMEOUT_S = 90.0
 EXPECT_TIMEOUT_MS = 15_000
 ACTION_TIMEOUT_MS = 30_000
-STOP_TIMEOUT_S = 30.0
 #: Steps the demo must have stored before the dashboard is worth looking at.
 MIN_STEPS = 20
 
@@ -90,22 +89,12 @@ def _has_data(demo: LiveDemo) -> bool:
     return bool(gpus) and any((row["step"] or 0) >= MIN_STEPS for row in loss)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (the demo finishes its run and stops its collector), SIGKILL if it lingers."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
-
-
 @pytest.fixture(scope="session")
-def live_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
+def live_demo(tmp_path_factory: pytest.TempPathFactory, session_processes: Any) -> LiveDemo:
     """A small ``stepwatch demo`` (2 nodes x 2 GPUs, fast steps) on a free port and a temp store,
-    returned once its run has steps and GPU metrics stored; stopped at the end of the session."""
-    yield from _demo(tmp_path_factory.mktemp("demo"))
+    returned once its run has steps and GPU metrics stored; stopped at the end of the session
+    (SIGTERM: the demo finishes its run and stops its collector)."""
+    return _demo(session_processes, tmp_path_factory.mktemp("demo"))
 
 
 #: When the faults of ``fault_demo`` begin, in seconds of the demo: late enough for a test to
@@ -117,10 +106,10 @@ FAULTS = (f"log_oom@{FAULT_AT_S}:node1", f"nonfinite@{FAULT_AT_S}+10")
 
 
 @pytest.fixture(scope="session")
-def fault_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDemo]:
+def fault_demo(tmp_path_factory: pytest.TempPathFactory, session_processes: Any) -> LiveDemo:
     """A second small demo whose ``FAULTS`` fire ``FAULT_AT_S`` seconds after it started."""
     faults = [arg for fault in FAULTS for arg in ("--fault", fault)]
-    yield from _demo(tmp_path_factory.mktemp("fault-demo"), faults)
+    return _demo(session_processes, tmp_path_factory.mktemp("fault-demo"), faults)
 
 
 def wait_for_alert(
@@ -143,28 +132,20 @@ def alerts_of(demo: LiveDemo, kind: str) -> list[dict[str, Any]]:
     return list(found)
 
 
-def _demo(home: Path, extra: list[str] | None = None) -> Iterator[LiveDemo]:
-    """Run ``stepwatch demo`` in ``home`` until the generator is closed; see ``live_demo``."""
+def _demo(processes: Any, home: Path, extra: list[str] | None = None) -> LiveDemo:
+    """Start ``stepwatch demo`` in ``home`` with ``processes``; see ``live_demo``."""
     args = ["--port", "0", "--store", str(home / "demo.duckdb"), "--nodes", "2", "--gpus", "2"]
     args += ["--step-interval", "0.1", *(extra or [])]
     log_path = home / "demo.log"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stepwatch.cli", "demo", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        url, run_id = _banner(log_path, proc)
-        demo = LiveDemo(url, run_id, proc, log_path)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _has_data(demo):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the demo stored no steps in time:\n{demo.log()}")
-            time.sleep(0.2)
-        yield demo
-    finally:
-        _stop(proc)
+    proc = processes.start([sys.executable, "-m", "stepwatch.cli", "demo", *args], log_path)
+    url, run_id = _banner(log_path, proc)
+    demo = LiveDemo(url, run_id, proc, log_path)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not _has_data(demo):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the demo stored no steps in time:\n{demo.log()}")
+        time.sleep(0.2)
+    return demo
 
 
 @pytest.fixture(scope="session")
