@@ -25,7 +25,8 @@ from stepwatch.detect import (
 from stepwatch.detect._reorder import ReorderBuffer, SeriesOrder, merge
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
 
-RULES = """\
+#: A rule file of one rule, ``hot``, which both rule files below start with.
+HOT = """\
 groups:
   - name: g
     rules:
@@ -33,6 +34,11 @@ groups:
         signal: {metric: gpu.temp_c, by: [node]}
         threshold: "> 80"
         for: 30s
+"""
+
+RULES = (
+    HOT
+    + """\
       - alert: very_hot
         signal: {metric: gpu.temp_c, by: [node]}
         threshold: "> 90"
@@ -42,6 +48,7 @@ groups:
         signal: {metric: loss, by: [run]}
         detector: nonfinite
 """
+)
 
 ABSENCE = """\
 groups:
@@ -274,20 +281,16 @@ def test_a_changed_rule_that_was_firing_fires_afresh(
     ]
 
 
-TWO_FOR_ONE = """\
-groups:
-  - name: g
-    rules:
-      - alert: hot
-        signal: {metric: gpu.temp_c, by: [node]}
-        threshold: "> 80"
-        for: 30s
+TWO_FOR_ONE = (
+    HOT
+    + """\
       - alert: warm_for_long
         kind: hot
         signal: {metric: gpu.temp_c, by: [node]}
         threshold: "> 70"
         for: 35s
 """
+)
 
 
 def test_an_alert_another_rule_still_holds_stays_open_when_its_rule_goes(
