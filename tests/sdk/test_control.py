@@ -98,10 +98,12 @@ def test_commands_are_applied_in_order_and_each_is_answered(
     again.close()
 
 
-def test_a_stop_that_is_not_obeyed_becomes_a_hard_stop(
-    server: Any, make_run: Callable[[str], Run]
-) -> None:
-    issue(server.url, "stop", timeout_s=0.2)
+def _stop_requested(
+    server: Any, make_run: Callable[[str], Run], timeout_s: float
+) -> tuple[Controller, threading.Event]:
+    """A controller that has seen a ``stop`` due within ``timeout_s``, and the event its hard
+    stop sets."""
+    issue(server.url, "stop", timeout_s=timeout_s)
     stopped = threading.Event()
     controller = Controller(
         make_run(server.url),
@@ -110,6 +112,13 @@ def test_a_stop_that_is_not_obeyed_becomes_a_hard_stop(
         hard_stop=stopped.set,
     )
     until(lambda: controller.stop_requested, lambda: controller.boundary(1))
+    return controller, stopped
+
+
+def test_a_stop_that_is_not_obeyed_becomes_a_hard_stop(
+    server: Any, make_run: Callable[[str], Run]
+) -> None:
+    controller, stopped = _stop_requested(server, make_run, timeout_s=0.2)
     assert controller.stop_requested
     assert stopped.wait(10)
     controller.close()
@@ -118,15 +127,7 @@ def test_a_stop_that_is_not_obeyed_becomes_a_hard_stop(
 def test_a_loop_that_stops_in_time_is_not_stopped_hard(
     server: Any, make_run: Callable[[str], Run]
 ) -> None:
-    issue(server.url, "stop", timeout_s=1.0)
-    stopped = threading.Event()
-    controller = Controller(
-        make_run(server.url),
-        {"stop": lambda c, s: Outcome(OK)},
-        interval_s=0.02,
-        hard_stop=stopped.set,
-    )
-    until(lambda: controller.stop_requested, lambda: controller.boundary(1))
+    controller, stopped = _stop_requested(server, make_run, timeout_s=1.0)
     controller.close()
     assert not stopped.wait(1.5)
 
