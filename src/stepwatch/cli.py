@@ -380,12 +380,16 @@ def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 @contextmanager
-def _alerts_client(server_url: str, token: str | None) -> Iterator[Any]:
-    """A client of the collector's alerts API; its errors are one line for the user."""
-    from .server._alerts_client import AlertsClient, ClientError
+def _client(server_url: str, token: str | None) -> Iterator[Any]:
+    """A client of the collector's alerts, silences, actions and audit API.
+
+    Its errors become one line for the user instead of a traceback.
+    """
+    from .server._actions_client import ActionsClient
+    from .server._alerts_client import ClientError
 
     try:
-        with AlertsClient(server_url, token) as client:
+        with ActionsClient(server_url, token) as client:
             yield client
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None
@@ -419,7 +423,7 @@ def alerts(
 
     from .server._alerts_client import alert_groups_table, alerts_table
 
-    with _alerts_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         if group_by:
             Console().print(alert_groups_table(client.groups(group_by, run_id, state, kind)))
             return
@@ -455,7 +459,7 @@ def silence_add(
         seconds = parse_duration(duration)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--duration") from None
-    with _alerts_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
     click.echo(f"silence {made['id']} until {made['ends']:.0f}: {' '.join(made['matchers'])}")
 
@@ -469,7 +473,7 @@ def silence_list(include_ended: bool, server_url: str, token: str | None) -> Non
 
     from .server._alerts_client import silences_table
 
-    with _alerts_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         found = client.silences(include_ended)
     Console().print(silences_table(found))
 
@@ -479,22 +483,9 @@ def silence_list(include_ended: bool, server_url: str, token: str | None) -> Non
 @_client_options
 def silence_expire(silence_id: str, server_url: str, token: str | None) -> None:
     """End silence SILENCE_ID now."""
-    with _alerts_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         client.expire_silence(silence_id)
     click.echo(f"silence {silence_id} expired")
-
-
-@contextmanager
-def _actions_client(server_url: str, token: str | None) -> Iterator[Any]:
-    """A client of the collector's actions and audit API; its errors are one line."""
-    from .server._actions_client import ActionsClient
-    from .server._alerts_client import ClientError
-
-    try:
-        with ActionsClient(server_url, token) as client:
-            yield client
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @main.group()
@@ -512,7 +503,7 @@ def actions_list(server_url: str, token: str | None, run_id: str | None, state: 
 
     from .server._actions_client import actions_table
 
-    with _actions_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         found = client.actions(run=run_id, state=state)
     Console().print(actions_table(found))
 
@@ -540,7 +531,7 @@ def actions_run(
         if not sep or not key:
             raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
         given[key] = value
-    with _actions_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         made = client.request(playbook, given, by or getpass.getuser(), dry_run)
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
@@ -550,7 +541,7 @@ def _decide(
 ) -> None:
     import getpass
 
-    with _actions_client(url, token) as client:
+    with _client(url, token) as client:
         done = client.decide(action_id, verb, by or getpass.getuser(), comment)
     click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
 
@@ -602,7 +593,7 @@ def audit(
 
     from .server._actions_client import audit_table
 
-    with _actions_client(server_url, token) as client:
+    with _client(server_url, token) as client:
         found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
     Console().print(audit_table(found))
 
