@@ -1,17 +1,13 @@
 """Live updates: the writer's commits fanned out to server-sent-event subscribers, per run.
 
 The writer thread publishes what each commit brought (newest sample time and
-event kinds per run); every subscriber has an asyncio queue on the server's
-loop, fed thread-safely. ``close`` ends every stream at once, so a shutdown
-never waits on a browser that keeps its dashboard open.
+event kinds per run) into a subscriber hub (see ``_sse``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,11 +15,9 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from ..model import SampleBatch
+from ._sse import Subscriber, SubscriberHub
 
 __all__ = ["Change", "StreamHub", "changes", "stream_router"]
-
-#: A comment line this often keeps proxies from closing an idle stream (and finds dead clients).
-HEARTBEAT_S = 15.0
 
 
 @dataclass(slots=True)
@@ -69,98 +63,29 @@ def changes(batches: Sequence[SampleBatch]) -> Changes:
     return out
 
 
-@dataclass(eq=False, slots=True)
-class _Subscriber:
-    """One open stream: what it has not been told yet (at most a line per run) and its wake-up."""
-
-    run: str | None
-    loop: asyncio.AbstractEventLoop
-    wake: asyncio.Event
-    pending: Changes = field(default_factory=dict)
-    closed: bool = False
-
-
-class StreamHub:
+class StreamHub(SubscriberHub[Changes]):
     """Subscribers per run; ``publish`` is a writer commit hook, safe from any thread.
 
     Commits merge into each subscriber's pending changes, so a slow reader costs a
-    line per run, never a queue that grows with every commit.
+    line per run, never a queue that grows with every commit. ``events(run)`` is the
+    text of one stream: ``event: data`` and ``event: events`` per run changed.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._subs: set[_Subscriber] = set()
-        self._closed = False
-
-    def open(self) -> None:
-        """Take subscribers again (a new lifespan of the same app)."""
-        with self._lock:
-            self._closed = False
-
-    def close(self) -> None:
-        """End every open stream and refuse new ones; callable from a signal handler's thread."""
-        with self._lock:
-            self._closed = True
-            subs = list(self._subs)
-            for sub in subs:
-                sub.closed = True
-        for sub in subs:
-            self._wake(sub)
+        super().__init__(dict, _render)
 
     def publish(self, batches: Sequence[SampleBatch]) -> None:
         """Tell the subscribers of each run what the committed ``batches`` brought."""
-        if not self._subs:
+        if not self:
             return
         found = changes(batches)
-        told = []
-        with self._lock:
-            for sub in self._subs:
-                mine = {r: c for r, c in found.items() if sub.run is None or r == sub.run}
-                _merge(sub.pending, mine)
-                if mine:
-                    told.append(sub)
-        for sub in told:
-            self._wake(sub)
 
-    @staticmethod
-    def _wake(sub: _Subscriber) -> None:
-        try:
-            sub.loop.call_soon_threadsafe(sub.wake.set)
-        except RuntimeError:  # the loop has closed: that stream is gone already
-            pass
+        def fold(sub: Subscriber[Changes]) -> bool:
+            mine = {r: c for r, c in found.items() if sub.wants(r)}
+            _merge(sub.pending, mine)
+            return bool(mine)
 
-    def _take(self, sub: _Subscriber) -> Changes | None:
-        """What ``sub`` has to be told now; None once the hub closed it."""
-        with self._lock:
-            if sub.closed:
-                return None
-            found, sub.pending = sub.pending, {}
-            return found
-
-    async def events(self, run: str | None) -> AsyncIterator[str]:
-        """The text of one SSE stream: ``event: data`` and ``event: events`` per run changed."""
-        sub = _Subscriber(run, asyncio.get_running_loop(), asyncio.Event())
-        with self._lock:
-            if self._closed:
-                return
-            self._subs.add(sub)
-        try:
-            yield "retry: 2000\n: connected\n\n"
-            while True:
-                try:
-                    await asyncio.wait_for(sub.wake.wait(), HEARTBEAT_S)
-                except TimeoutError:
-                    yield ": heartbeat\n\n"
-                    continue
-                sub.wake.clear()
-                found = self._take(sub)
-                if found is None:
-                    return
-                if found:
-                    yield _render(found)
-        finally:
-            with self._lock:
-                self._subs.discard(sub)
+        self.deliver(fold)
 
 
 def _render(found: Changes) -> str:
