@@ -16,17 +16,14 @@ back below that best; "never" when it is not). Prints figures; never passes or f
 from __future__ import annotations
 
 import argparse
-import http.client
 import math
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from _collector import free_port, start_collector
 
 import stepwatch
 from stepwatch.torch import control
@@ -56,35 +53,6 @@ class Outcome:
     final: float
     lost: int
     recovery_s: float | None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_collector(home: Path, port: int) -> subprocess.Popen[bytes]:
-    rules = home / "rules.yaml"
-    rules.write_text(RULES)
-    command = [sys.executable, "-m", "stepwatch.server", "--store", str(home / "store.duckdb"),
-               "--port", str(port), "--rules", str(rules)]  # fmt: skip
-    with (home / "collector.log").open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                conn.close()
-                return proc
-            conn.close()
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("collector did not start:\n" + (home / "collector.log").read_text())
 
 
 def problem(seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
@@ -146,7 +114,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home, port = Path(tmp), free_port()
-        proc = start_collector(home, port)
+        rules = home / "rules.yaml"
+        rules.write_text(RULES)
+        log = home / "collector.log"
+        proc = start_collector(home / "store.duckdb", port, log, "--rules", str(rules))
         try:
             print(f"{'seed':>4} {'stepwatch':>9} {'final loss':>12} {'steps lost':>10} "
                   f"{'recovery':>9}")  # fmt: skip

@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +34,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from _collector import free_port, start_collector
 
 from stepwatch.model import GPU_METRICS, HOST_METRICS, NO_STEP, Run, SampleBatch, SeriesKey
 from stepwatch.store import Store
@@ -119,33 +117,6 @@ def build(path: Path, hours: float) -> dict[str, float]:
             spent[name] = time.perf_counter() - t0
         spent["samples"] = store.stats()["samples"]
     return spent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_collector(path: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stepwatch.server", "--store", str(path), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(url + "/readyz", timeout=2).is_success:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"collector did not start:\n{log.read_text(errors='replace')}")
 
 
 def timed(fn: Callable[[], Any], repeat: int = REPEAT) -> list[float]:
@@ -321,7 +292,9 @@ def main() -> None:
                 f"built {int(spent.pop('samples')):,} samples: "
                 + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items())
             )
-        proc, url = start_collector(path, home / "collector.log")
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = start_collector(path, port, home / "collector.log", wait_s=120)
         try:
             server_side(url, args.hours)
             if not args.no_browser:

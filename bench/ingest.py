@@ -17,9 +17,6 @@ import json
 import multiprocessing as mp
 import os
 import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from _collector import free_port, start_collector
 
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
@@ -43,36 +41,6 @@ class Sent:
     duplicates: int
     end: float
     latencies_s: list[float]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_collector(store: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stepwatch.server", "--store", str(store), "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                conn.close()
-                return proc
-            conn.close()
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise SystemExit(f"collector did not start:\n{log.read_text()}")
 
 
 def _sender(
@@ -115,9 +83,9 @@ def _sender(
 
 
 def _run(args: argparse.Namespace, workdir: Path) -> None:
-    port = _free_port()
+    port = free_port()
     store = workdir / "store.duckdb"
-    collector = _start_collector(store, port, workdir / "collector.log")
+    collector = start_collector(store, port, workdir / "collector.log")
     server_cpu = psutil.Process(collector.pid)
     ctx = mp.get_context("fork")
     go, results = ctx.Event(), ctx.Queue()

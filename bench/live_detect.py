@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from ingest import _free_port, _start_collector
+from _collector import free_port, start_collector
 
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
 
@@ -183,8 +183,8 @@ def _percentiles(name: str, delays_s: list[float]) -> None:
 
 
 def _run(args: argparse.Namespace, workdir: Path) -> None:
-    port = _free_port()
-    collector = _start_collector(workdir / "store.duckdb", port, workdir / "collector.log")
+    port = free_port()
+    collector = start_collector(workdir / "store.duckdb", port, workdir / "collector.log")
     listener = Listener(port)
     ctx = mp.get_context("fork")
     go, out = ctx.Event(), ctx.Queue()
