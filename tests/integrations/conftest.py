@@ -34,6 +34,19 @@ class RecordingRun:
         }
 
 
+class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
+    """A seeded dataset of 16-token sequences that are their own labels, for a tiny GPT-2."""
+
+    def __init__(self, n: int) -> None:
+        self.tokens = torch.randint(0, 64, (n, 16), generator=torch.Generator().manual_seed(0))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.tokens[i], "labels": self.tokens[i]}
+
+
 class FakeClock:
     """A perf_counter the test moves by hand."""
 

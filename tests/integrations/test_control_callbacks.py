@@ -11,6 +11,8 @@ import pytest
 import torch
 import tqdm
 
+from .conftest import RandomTokens
+
 #: Far more steps than the commands need: a stop that works ends the training long before.
 MAX_STEPS = 2000
 LEAFSPEC = r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning"
@@ -36,17 +38,6 @@ def queue_commands(url: str, run: str) -> list[str]:
 def answers(url: str, run: str) -> dict[str, tuple[str, str]]:
     listed = httpx.get(f"{url}/api/v1/runs/{run}/commands", timeout=10).json()
     return {c["action"]: (c["status"], c["detail"]) for c in listed}
-
-
-class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
-    def __init__(self, n: int) -> None:
-        self.tokens = torch.randint(0, 64, (n, 16), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.tokens[i], "labels": self.tokens[i]}
 
 
 def test_the_hugging_face_trainer_obeys_commands(

@@ -13,20 +13,9 @@ import tqdm
 
 from stepwatch.integrations._names import hf_metrics, hf_name
 
-from .conftest import events, stored
+from .conftest import RandomTokens, events, stored
 
 STEPS = 6
-
-
-class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
-    def __init__(self, n: int) -> None:
-        self.tokens = torch.randint(0, 64, (n, 16), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.tokens[i], "labels": self.tokens[i]}
 
 
 def test_log_keys_map_onto_the_vocabulary() -> None:
