@@ -105,11 +105,7 @@ class _Alerts:
 
     async def stream(self, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""
-        return StreamingResponse(
-            self.detection.streams.events(run),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return self.detection.streams.response(run)
 
     async def ack(self, alert_id: str, body: AckIn) -> JSON:
         """Mark an alert acknowledged (recorded as an event); 404 for an unknown id."""

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from fastapi.responses import StreamingResponse
+
 __all__ = ["HEARTBEAT_S", "Subscriber", "SubscriberHub"]
 
 #: A comment line this often keeps proxies from closing an idle stream (and finds dead clients).
@@ -98,6 +100,14 @@ class SubscriberHub(Generic[P]):
         with self._lock:
             found, sub.pending = sub.pending, self._empty()
             return found, sub.closed
+
+    def response(self, run: str | None) -> StreamingResponse:
+        """The HTTP response of one stream, unbuffered by proxies."""
+        return StreamingResponse(
+            self.events(run),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     async def events(self, run: str | None) -> AsyncIterator[str]:
         """The text of one SSE stream: what publishers folded in, heartbeat comments."""

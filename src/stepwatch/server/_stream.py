@@ -106,10 +106,6 @@ def stream_router(hub: StreamHub) -> APIRouter:
     @router.get("/api/v1/stream")
     async def stream(run: str | None = None) -> StreamingResponse:
         """``event: data`` {run, ts} on new samples, ``event: events`` {run, kinds} on events."""
-        return StreamingResponse(
-            hub.events(run),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return hub.response(run)
 
     return router
