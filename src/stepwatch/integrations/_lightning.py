@@ -9,6 +9,7 @@ step to the ``on_train_batch_end`` that sees ``global_step`` advance.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,14 @@ from typing import Any
 import torch
 
 from ..model import RunStatus
-from ..sdk import OK, Command, Controller, Outcome, Run
+from ..sdk import FAILED, OK, Command, Controller, Outcome, Run
 from ..torch._clip import covers, listen
 from ..torch._control import Guard, scale_lr
 from ..torch._device import device_of
 from ..torch._grads import Labelled, grad_norm, learning_rates, trainable
 from ..torch._steps import Recorder, Timeline
 from ._owner import RunOwner
+from ._rollback import newest_good
 
 __all__ = ["LightningHooks"]
 
@@ -49,6 +51,21 @@ def _clips_by_norm(trainer: Any) -> bool:
     return bool(trainer.gradient_clip_val) and (algorithm is None or algorithm == "norm")
 
 
+def _written(trainer: Any, since_ns: int, own: list[Path]) -> list[Path]:
+    """The checkpoint files written since ``since_ns`` (ours and the ModelCheckpoints'),
+    newest first."""
+    found = set(own)
+    for callback in trainer.checkpoint_callbacks:
+        paths = [getattr(callback, "last_model_path", ""), getattr(callback, "best_model_path", "")]
+        paths += list(getattr(callback, "best_k_models", {}))
+        found.update(Path(path) for path in paths if path)
+        dirpath = getattr(callback, "dirpath", None)
+        if dirpath and Path(dirpath).is_dir():
+            found.update(Path(dirpath).glob(f"*{callback.FILE_EXTENSION}"))
+    stamped = [(path.stat().st_mtime_ns, path) for path in found if path.is_file()]
+    return [path for mtime, path in sorted(stamped, reverse=True) if mtime >= since_ns]
+
+
 def _loss(outputs: object) -> torch.Tensor | None:
     """The loss in what ``training_step`` returned (a tensor, or a dict with ``loss``)."""
     if isinstance(outputs, Mapping):
@@ -72,8 +89,12 @@ class LightningHooks:
     ``lower_lr`` scales every optimizer's groups and the schedulers' base rates,
     ``checkpoint`` calls ``trainer.save_checkpoint`` (under ``default_root_dir``/
     ``stepwatch``), ``stop`` sets ``trainer.should_stop``, and ``skip_step`` drops
-    updates with non-finite gradients (checked in ``on_before_optimizer_step``);
-    ``rollback`` is unsupported (resume from a checkpoint).
+    updates with non-finite gradients (checked in ``on_before_optimizer_step``), and
+    ``rollback`` restores the module, optimizers and schedulers from the newest
+    checkpoint written in this fit (by the ``checkpoint`` command or a
+    ``ModelCheckpoint``: its last, best, top-k and other files in its ``dirpath``)
+    whose weights are all finite (``failed`` when there is none); the step counter
+    goes on from where it was.
 
     Args:
         run: log to this run (and leave it open); by default a run is started at
@@ -100,6 +121,8 @@ class LightningHooks:
         self._controller: Controller | None = None
         self._guard: Guard | None = None
         self._trainer: Any = None
+        self._own: list[Path] = []  # checkpoints the ``checkpoint`` command wrote
+        self._since_ns = 0
         self._reset_step()
 
     @property
@@ -130,11 +153,13 @@ class LightningHooks:
         self._reset_step()
         if self._commands:
             self._trainer, self._guard = trainer, Guard(run)
+            self._own, self._since_ns = [], time.time_ns()
             handlers = {
                 "lower_lr": self._lower_lr,
                 "checkpoint": self._checkpoint,
                 "stop": self._stop,
                 "skip_step": self._guard.arm,
+                "rollback": self._rollback,
             }
             self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
 
@@ -146,7 +171,24 @@ class LightningHooks:
     def _checkpoint(self, command: Command, step: int) -> Outcome:
         path = Path(self._trainer.default_root_dir) / "stepwatch" / f"step-{step}.ckpt"
         self._trainer.save_checkpoint(str(path))
+        self._own.append(path)
         return Outcome(OK, f"saved {path}")
+
+    def _rollback(self, command: Command, step: int) -> Outcome:
+        trainer = self._trainer
+        paths = _written(trainer, self._since_ns, self._own)
+        found = newest_good(
+            paths, trainer.strategy.load_checkpoint, lambda ckpt: ckpt["state_dict"]
+        )
+        if isinstance(found, str):
+            return Outcome(FAILED, found)
+        checkpoint = found.loaded
+        trainer.strategy.load_model_state_dict(checkpoint)
+        trainer.strategy.load_optimizer_state_dict(checkpoint)
+        states = checkpoint.get("lr_schedulers", [])
+        for config, state in zip(trainer.lr_scheduler_configs, states, strict=False):
+            config.scheduler.load_state_dict(state)
+        return Outcome(OK, found.detail(int(checkpoint.get("global_step", -1))))
 
     def _stop(self, command: Command, step: int) -> Outcome:
         self._trainer.should_stop = True

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import safetensors.torch
+import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+)
 
-from ..sdk import OK, Command, Controller, Outcome, Run
+from ..sdk import FAILED, OK, Command, Controller, Outcome, Run
 from ..torch._control import Guard, scale_lr
 from ..torch._device import Host, device_of
 from ..torch._grads import trainable
 from ..torch._steps import Recorder, Timeline
 from ._names import hf_metrics
 from ._owner import RunOwner
+from ._rollback import newest_good
 
 __all__ = ["StepwatchCallback"]
 
@@ -27,6 +39,27 @@ def _config(args: TrainingArguments, model: Any) -> dict[str, Any]:
 
 def _tree_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _read_file(path: Path) -> dict[str, torch.Tensor]:
+    if path.suffix == ".safetensors":
+        return safetensors.torch.load_file(path, device="cpu")
+    loaded: dict[str, torch.Tensor] = torch.load(path, map_location="cpu", weights_only=True)
+    return loaded
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The model weights a Trainer checkpoint folder holds (one file or shards), on the CPU."""
+    for single, index in [
+        (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME),
+        (WEIGHTS_NAME, WEIGHTS_INDEX_NAME),
+    ]:
+        if (folder / single).is_file():
+            return _read_file(folder / single)
+        if (folder / index).is_file():
+            shards = sorted(set(json.loads((folder / index).read_text())["weight_map"].values()))
+            return {k: v for shard in shards for k, v in _read_file(folder / shard).items()}
+    raise FileNotFoundError(f"no full model weights in {folder}")
 
 
 class StepwatchCallback(TrainerCallback):
@@ -43,7 +76,10 @@ class StepwatchCallback(TrainerCallback):
     scales the optimizer's groups and the scheduler's base rates, ``checkpoint`` sets
     ``control.should_save``, ``stop`` sets ``control.should_training_stop``, and
     ``skip_step`` drops updates with non-finite gradients (checked in
-    ``on_pre_optimizer_step``); ``rollback`` is unsupported (resume from a checkpoint).
+    ``on_pre_optimizer_step``), and ``rollback`` restores the model, optimizer and
+    scheduler from the newest ``checkpoint-*`` folder the Trainer saved in this run
+    whose weights are all finite (older ones when newer are not; ``failed`` when
+    there is none). The step counter goes on from where it was.
 
     Args:
         run: log to this run (and leave it open); by default a run is started at
@@ -74,6 +110,7 @@ class StepwatchCallback(TrainerCallback):
         self._guard: Guard | None = None
         self._control: TrainerControl | None = None
         self._objects: dict[str, Any] = {}
+        self._saved: list[tuple[int, Path]] = []  # (step, folder) of this run's checkpoints
 
     @property
     def run(self) -> Run | None:
@@ -90,6 +127,7 @@ class StepwatchCallback(TrainerCallback):
             config=_config(args, model),
             planned_total_steps=state.max_steps or None,
         )
+        self._saved = []
         device = device_of(model) if model is not None else Host()
         self._timeline, self._recorder = Timeline(device), Recorder(run, device)
         if self._commands:
@@ -99,6 +137,7 @@ class StepwatchCallback(TrainerCallback):
                 "checkpoint": self._flag("should_save", "saving after this step"),
                 "stop": self._flag("should_training_stop", "stopping after this step"),
                 "skip_step": self._guard.arm,
+                "rollback": self._rollback,
             }
             self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
         self._paused()
@@ -116,6 +155,28 @@ class StepwatchCallback(TrainerCallback):
             return Outcome(OK, detail)
 
         return apply
+
+    def _rollback(self, command: Command, step: int) -> Outcome:
+        model = self._objects.get("model")
+        if model is None:
+            return Outcome(FAILED, "the Trainer passed no model to restore")
+        steps = {path: saved for saved, path in self._saved}
+        folders = [path for _, path in reversed(self._saved) if path.is_dir()]
+        found = newest_good(folders, _read_weights, lambda weights: weights)
+        if isinstance(found, str):
+            return Outcome(FAILED, found)
+        unexpected = set(found.loaded) - set(model.state_dict())
+        if unexpected:
+            return Outcome(
+                FAILED, f"{found.path} holds weights the model lacks: {sorted(unexpected)[:5]}"
+            )
+        model.load_state_dict(found.loaded, strict=False)  # tied weights are saved once
+        for name, key in [(OPTIMIZER_NAME, "optimizer"), (SCHEDULER_NAME, "lr_scheduler")]:
+            target = self._objects.get(key)
+            if target is not None and (found.path / name).is_file():
+                state = torch.load(found.path / name, map_location="cpu", weights_only=True)
+                target.load_state_dict(state)
+        return Outcome(OK, found.detail(steps[found.path]))
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -174,9 +235,10 @@ class StepwatchCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         run, step = self.run, state.global_step
+        path = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+        self._saved = [saved for saved in self._saved if saved[1] != path] + [(step, path)]
         if run is not None and not run.finished and state.is_world_process_zero:
             write_s = self._clock() - self._last
-            path = Path(args.output_dir or ".") / f"checkpoint-{step}"
             size = _tree_bytes(path) if path.is_dir() else 0
             run.log({"ckpt.write_s": write_s, "ckpt.bytes": size}, step=step)
             run.event(
