@@ -1,5 +1,6 @@
 """Fixtures shared by every test: the real collector in a subprocess, other programs a test
-starts (stopped by PID at the end), and a thread-leak check."""
+starts (stopped by PID at the end), polling for what a collector does after it answered, a loss
+ingest document, and a thread-leak check."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import pytest
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
+#: How long ``eventually`` waits for what a collector does after it answered (detection runs
+#: after the ingest is acknowledged).
+EVENTUALLY_S = 30.0
 
 
 def free_port() -> int:
@@ -225,6 +229,44 @@ def session_processes() -> Iterator[Processes]:
     started = Processes()
     yield started
     started.stop_all()
+
+
+def poll(fetch: Callable[[], Any], timeout_s: float = EVENTUALLY_S) -> Any:
+    """``fetch()`` again until its answer is truthy or ``timeout_s`` passed; the last answer,
+    for the caller to assert on."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = fetch()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+Eventually = Callable[..., Any]
+
+
+@pytest.fixture
+def eventually() -> Eventually:
+    """``eventually(fetch, timeout_s=30)``: poll ``fetch`` until it gives something truthy."""
+    return poll
+
+
+def make_loss_doc(seq: int, run: str, values: list[float | str], t0: float) -> dict[str, Any]:
+    """An ingest document of one run's ``loss``: step i at ``t0 + i`` (``"NaN"`` for NaN)."""
+    samples = [
+        {"name": "loss", "labels": {"run": run}, "step": i, "ts": t0 + i, "value": v}
+        for i, v in enumerate(values)
+    ]
+    return {"source": f"trainer-{run}", "seq": seq, "samples": samples}
+
+
+LossDoc = Callable[[int, str, list[float | str], float], dict[str, Any]]
+
+
+@pytest.fixture
+def loss_doc() -> LossDoc:
+    """``loss_doc(seq, run, values, t0)``: see ``make_loss_doc``."""
+    return make_loss_doc
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,6 @@ from stepwatch.server import ServerThread
 from ._notify_parts import T0, WAIT_S, Recorder, recording_server
 
 SECRET = "collector-secret"
-
-
-def _loss_doc(seq: int, run: str, values: list[float | str]) -> dict[str, Any]:
-    samples = [
-        {"name": "loss", "labels": {"run": run}, "step": i, "ts": T0 + i, "value": v}
-        for i, v in enumerate(values)
-    ]
-    return {"source": f"trainer-{run}", "seq": seq, "samples": samples}
-
-
-def _until(fetch: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while not (found := fetch()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
 
 
 @pytest.fixture
@@ -67,8 +51,11 @@ def collector(tmp_path: Path, hook: Recorder, monkeypatch: pytest.MonkeyPatch) -
         server.stop()
 
 
-def test_a_nan_loss_is_one_webhook_call_and_an_audit_record(collector: str, hook: Recorder) -> None:
-    ingest = httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, "NaN", "NaN"]))
+def test_a_nan_loss_is_one_webhook_call_and_an_audit_record(
+    collector: str, hook: Recorder, loss_doc: Any, eventually: Any
+) -> None:
+    doc = loss_doc(1, "r1", [2.0, "NaN", "NaN"], T0)
+    ingest = httpx.post(f"{collector}/api/v1/ingest", json=doc)
     assert ingest.status_code == 200, ingest.text
     (request,) = hook.wait_for(1)
     body = json.loads(request.body)
@@ -84,18 +71,20 @@ def test_a_nan_loss_is_one_webhook_call_and_an_audit_record(collector: str, hook
         events = httpx.get(f"{collector}/api/v1/events", params={"kind": "audit"}).json()
         return [e for e in events if e["data"]["action"] == "notify"]
 
-    (record,) = _until(audited)
+    (record,) = eventually(audited)
     assert record["data"]["actor"] == "hook" and record["data"]["result"] == "ok"
     assert record["data"]["alert_id"] == fired["id"]
     assert record["labels"] == {"run": "r1"}
     assert len(hook.requests) == 1  # one alert, one call
 
 
-def test_a_silenced_alert_calls_nobody(collector: str, hook: Recorder) -> None:
+def test_a_silenced_alert_calls_nobody(
+    collector: str, hook: Recorder, loss_doc: Any, eventually: Any
+) -> None:
     silence = {"matchers": ["run=r1"], "duration_s": 3600, "comment": "known"}
     assert httpx.post(f"{collector}/api/v1/silences", json=silence).status_code in (200, 201)
-    httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, "NaN"]))
-    httpx.post(f"{collector}/api/v1/ingest", json=_loss_doc(1, "r2", [2.0, "NaN"]))
+    httpx.post(f"{collector}/api/v1/ingest", json=loss_doc(1, "r1", [2.0, "NaN"], T0))
+    httpx.post(f"{collector}/api/v1/ingest", json=loss_doc(1, "r2", [2.0, "NaN"], T0))
     (request,) = hook.wait_for(1)
     assert [a["labels"]["run"] for a in json.loads(request.body)["alerts"]] == ["r2"]
 
@@ -103,7 +92,7 @@ def test_a_silenced_alert_calls_nobody(collector: str, hook: Recorder) -> None:
         found = httpx.get(f"{collector}/api/v1/alerts").json()
         return found if len(found) == 2 else []
 
-    assert len(_until(alerts)) == 2  # both fired; only the unsilenced one was sent
+    assert len(eventually(alerts)) == 2  # both fired; only the unsilenced one was sent
     assert len(hook.wait_for(2, timeout=1.0)) == 1
 
 

@@ -53,11 +53,14 @@ LiveFactory = Callable[..., ServerThread]
 
 @pytest.fixture
 def live_factory(tmp_path: Path) -> Iterator[LiveFactory]:
-    """Collectors in a thread of this process on a free port (``token=``, ``max_body_bytes=``)."""
+    """Collectors in a thread of this process on a free port (``token=``, ``max_body_bytes=``),
+    each on a fresh store, or on the store file ``store=NAME`` that collectors started one after
+    another share (as across a restart)."""
     running: list[ServerThread] = []
 
-    def start(**options: Any) -> ServerThread:
-        server = ServerThread(tmp_path / f"store{len(running)}.duckdb", port=0, **options)
+    def start(store: str | None = None, **options: Any) -> ServerThread:
+        path = tmp_path / (store or f"store{len(running)}.duckdb")
+        server = ServerThread(path, port=0, **options)
         running.append(server.start())
         return server
 

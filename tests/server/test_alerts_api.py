@@ -5,36 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from stepwatch.server import ServerThread
-
 T0 = 1_780_000_000.0
 WAIT_S = 30.0
-
-
-def _loss_doc(seq: int, run: str, values: list[float | str], t0: float = T0) -> dict[str, Any]:
-    samples = [
-        {"name": "loss", "labels": {"run": run}, "step": i, "ts": t0 + i, "value": v}
-        for i, v in enumerate(values)
-    ]
-    return {"source": f"trainer-{run}", "seq": seq, "samples": samples}
-
-
-def _until(fetch: Callable[[], Any]) -> Any:
-    """Poll until ``fetch`` gives something truthy (detection runs after the ack)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = fetch()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.02)
 
 
 class Stream:
@@ -74,23 +52,8 @@ class Stream:
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Callable[[], ServerThread]]:
-    """Collectors in this process over one store file, one after another; all stopped at the end."""
-    running: list[ServerThread] = []
-
-    def start() -> ServerThread:
-        server = ServerThread(tmp_path / "store.duckdb", port=0)
-        running.append(server.start())
-        return server
-
-    yield start
-    for server in running:
-        server.stop()
-
-
-@pytest.fixture
-def api(servers: Callable[[], ServerThread]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=servers().url, timeout=WAIT_S) as client:
+def api(live_factory: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_factory().url, timeout=WAIT_S) as client:
         yield client
 
 
@@ -104,11 +67,13 @@ def _alerts(api: httpx.Client, **params: Any) -> list[dict[str, Any]]:
     return list(response.json())
 
 
-def test_a_nan_loss_is_listed_and_streamed(api: httpx.Client) -> None:
+def test_a_nan_loss_is_listed_and_streamed(
+    api: httpx.Client, loss_doc: Any, eventually: Any
+) -> None:
     stream = Stream(f"{str(api.base_url).rstrip('/')}/api/v1/alerts/stream?run=r1", count=2)
-    other_run = api.post("/api/v1/ingest", json=_loss_doc(1, "r0", [1.0, "NaN", 1.0]))
+    other_run = api.post("/api/v1/ingest", json=loss_doc(1, "r0", [1.0, "NaN", 1.0], T0))
     assert other_run.status_code == 200  # another run's alerts are not on this stream
-    response = api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [2.0, 1.9, "NaN", 1.8, 1.7]))
+    response = api.post("/api/v1/ingest", json=loss_doc(1, "r1", [2.0, 1.9, "NaN", 1.8, 1.7], T0))
     assert response.status_code == 200 and response.json()["applied"]
     stream.join()
     assert stream.content_type.startswith("text/event-stream")
@@ -119,17 +84,21 @@ def test_a_nan_loss_is_listed_and_streamed(api: httpx.Client) -> None:
     assert (firing["since"], firing["ts"], resolved["ts"]) == (T0 + 2, T0 + 2, T0 + 3)
     assert firing["value"] == "NaN" and firing["severity"] == "critical"
     assert firing["annotations"]["summary"] and firing["playbook"]
-    (listed,) = _until(lambda: _alerts(api, run="r1", state="all"))
+    (listed,) = eventually(lambda: _alerts(api, run="r1", state="all"))
     assert listed == {**resolved, "acked": False}
     stats = api.get("/api/v1/alerts/stats").json()
     assert stats["samples"] == 8 and stats["transitions"] == 4
     assert stats["rules"] > 10 and stats["dropped"] == stats["errors"] == 0
 
 
-def test_alerts_filter_by_state_kind_and_run(api: httpx.Client) -> None:
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN", "NaN"]))  # stays firing
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r2", [1.0, "NaN", 1.0]))  # fires, resolves
-    assert len(_until(lambda: len(_alerts(api, state="all")) == 2 and _alerts(api, state="all")))
+def test_alerts_filter_by_state_kind_and_run(
+    api: httpx.Client, loss_doc: Any, eventually: Any
+) -> None:
+    api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN", "NaN"], T0))  # stays firing
+    api.post("/api/v1/ingest", json=loss_doc(1, "r2", [1.0, "NaN", 1.0], T0))  # fires, resolves
+    assert len(
+        eventually(lambda: len(_alerts(api, state="all")) == 2 and _alerts(api, state="all"))
+    )
     (open_,) = _alerts(api)
     assert open_["labels"]["run"] == "r1" and open_["state"] == "firing"
     assert _alerts(api, state="firing") == [open_]
@@ -143,9 +112,11 @@ def test_alerts_filter_by_state_kind_and_run(api: httpx.Client) -> None:
     assert bad.status_code == 400 and "state" in bad.json()["error"]
 
 
-def test_ack_marks_an_alert_and_unknown_ids_are_404(api: httpx.Client) -> None:
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
-    (alert,) = _until(lambda: _alerts(api))
+def test_ack_marks_an_alert_and_unknown_ids_are_404(
+    api: httpx.Client, loss_doc: Any, eventually: Any
+) -> None:
+    api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0))
+    (alert,) = eventually(lambda: _alerts(api))
     response = api.post(f"/api/v1/alerts/{alert['id']}/ack", json={"by": "ops", "comment": "mine"})
     assert response.status_code == 200 and response.json()["acked"] is True
     assert _alerts(api)[0]["acked"] is True
@@ -154,7 +125,7 @@ def test_ack_marks_an_alert_and_unknown_ids_are_404(api: httpx.Client) -> None:
     assert api.post("/api/v1/alerts/nope/ack", json={}).status_code == 404
 
 
-def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client) -> None:
+def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client, loss_doc: Any) -> None:
     body = {"matchers": ["run=r1", "kind=~non.*"], "duration_s": 3600, "comment": "known"}
     created = api.post("/api/v1/silences", json={**body, "created_by": "ops"})
     assert created.status_code == 201
@@ -163,8 +134,8 @@ def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client) -> 
     assert silence["ends"] - silence["starts"] == pytest.approx(3600)
     assert api.get("/api/v1/silences").json() == [silence]
     stream = Stream(f"{str(api.base_url).rstrip('/')}/api/v1/alerts/stream", count=2)
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))  # silenced
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r2", [1.0, "NaN"]))  # not
+    api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0))  # silenced
+    api.post("/api/v1/ingest", json=loss_doc(1, "r2", [1.0, "NaN"], T0))  # not
     stream.join()
     assert {e["labels"]["run"]: e["silenced"] for e in stream.events} == {"r1": True, "r2": False}
     expired = api.delete(f"/api/v1/silences/{silence['id']}")
@@ -198,16 +169,18 @@ def test_a_bad_silence_is_refused_and_changes_nothing(
     assert api.get("/api/v1/events", params={"kind": "silence"}).json() == []
 
 
-def test_silences_and_alerts_outlive_a_restart(servers: Callable[[], ServerThread]) -> None:
-    first = servers()
+def test_silences_and_alerts_outlive_a_restart(
+    live_factory: Any, loss_doc: Any, eventually: Any
+) -> None:
+    first = live_factory(store="store.duckdb")
     with httpx.Client(base_url=first.url, timeout=WAIT_S) as api:
         kept = api.post("/api/v1/silences", json={"matchers": ["node=n1"], "duration_s": 600})
         ended = api.post("/api/v1/silences", json={"matchers": ["node=n2"], "duration_s": 600})
         api.delete(f"/api/v1/silences/{ended.json()['id']}")
-        api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
-        (firing,) = _until(lambda: _alerts(api))
+        api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0))
+        (firing,) = eventually(lambda: _alerts(api))
     first.stop()
-    second = servers()
+    second = live_factory(store="store.duckdb")
     with httpx.Client(base_url=second.url, timeout=WAIT_S) as api:
         assert [s["id"] for s in api.get("/api/v1/silences").json()] == [kept.json()["id"]]
         assert len(api.get("/api/v1/silences", params={"all": 1}).json()) == 2
@@ -216,30 +189,34 @@ def test_silences_and_alerts_outlive_a_restart(servers: Callable[[], ServerThrea
     assert (after["state"], after["reason"]) == ("resolved", "collector restarted")
 
 
-def test_the_collector_stops_with_a_stream_open(servers: Callable[[], ServerThread]) -> None:
-    server = servers()
+def test_the_collector_stops_with_a_stream_open(live_factory: Any) -> None:
+    server = live_factory()
     stream = Stream(f"{server.url}/api/v1/alerts/stream")
     server.stop()
     stream.join()
     assert stream.ended.is_set() and stream.events == []
 
 
-def test_an_alert_event_a_client_wrote_itself_is_listed_as_its_own(api: httpx.Client) -> None:
+def test_an_alert_event_a_client_wrote_itself_is_listed_as_its_own(
+    api: httpx.Client, loss_doc: Any, eventually: Any
+) -> None:
     event = {"ts": 1.0, "kind": "alert", "text": "loader stalled", "labels": {"run": "r1"}}
     event["data"] = {"rule": "loader_stall", "severity": "critical"}
     doc = {"source": "client", "seq": 1, "samples": [], "events": [event]}
     assert api.post("/api/v1/ingest", json=doc).status_code == 200
-    api.post("/api/v1/ingest", json=_loss_doc(1, "r1", [1.0, "NaN"]))
-    listed = _until(lambda: [a for a in _alerts(api) if a["kind"] == "nonfinite"] and _alerts(api))
+    api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0))
+    listed = eventually(
+        lambda: [a for a in _alerts(api) if a["kind"] == "nonfinite"] and _alerts(api)
+    )
     written = next(a for a in listed if a["rule"] == "loader_stall")
     assert (written["state"], written["severity"]) == ("firing", "critical")
     assert written["annotations"] == {"summary": "loader stalled"} and written["since"] == 1.0
 
 
-def test_alerts_group_by_kind_and_run(api: httpx.Client) -> None:
+def test_alerts_group_by_kind_and_run(api: httpx.Client, loss_doc: Any, eventually: Any) -> None:
     for seq, run in enumerate(("r1", "r2", "r3"), 1):
-        api.post("/api/v1/ingest", json=_loss_doc(seq, run, [1.0, "NaN"]))
-    _until(lambda: len(_alerts(api)) == 3)
+        api.post("/api/v1/ingest", json=loss_doc(seq, run, [1.0, "NaN"], T0))
+    eventually(lambda: len(_alerts(api)) == 3)
     groups = api.get("/api/v1/alerts/groups", params={"by": "kind"}).json()
     assert [(g["labels"], g["count"], g["severity"]) for g in groups] == [
         ({"kind": "nonfinite"}, 3, "critical")
