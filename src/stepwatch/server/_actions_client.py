@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ._alerts_client import AlertsClient, _entity, _when
+from ._alerts_client import AlertsClient, _entity, _params, _table, _when
 
 __all__ = ["ActionsClient", "actions_table", "audit_table"]
 
@@ -16,8 +16,7 @@ class ActionsClient(AlertsClient):
     """Talks to a collector's actions and audit routes (and all the alerts client does)."""
 
     def actions(self, run: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in (("run", run), ("state", state)) if v is not None}
-        return list(self._call("GET", "/api/v1/actions", params=params))
+        return list(self._call("GET", "/api/v1/actions", params=_params(run=run, state=state)))
 
     def request(
         self, playbook: str, labels: Mapping[str, str], by: str, dry_run: bool | None = None
@@ -37,16 +36,16 @@ class ActionsClient(AlertsClient):
         kind: str | None = None,
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
-        given = {"run": run, "action": action, "kind": kind, "limit": limit}
-        params = {k: v for k, v in given.items() if v is not None}
+        params = _params(run=run, action=action, kind=kind, limit=limit)
         return list(self._call("GET", "/api/v1/audit", params=params))
 
 
 def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
     """One row per action: its id, playbook, entity, state, who asked and who decided."""
-    table = Table(title=f"{len(actions)} actions", title_justify="left")
-    for column in ("id", "playbook", "labels", "state", "requested by", "decided by", "created"):
-        table.add_column(column, overflow="fold")
+    table = _table(
+        f"{len(actions)} actions",
+        ("id", "playbook", "labels", "state", "requested by", "decided by", "created"),
+    )
     for a in actions:
         state = a["state"] + (" (dry run)" if a["dry_run"] else "")
         if a.get("exit_code") is not None:
@@ -65,9 +64,10 @@ def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
 
 def audit_table(records: Sequence[dict[str, Any]]) -> Table:
     """One row per audit record, newest first: when, what kind of act, who, what, result."""
-    table = Table(title=f"{len(records)} audit records", title_justify="left")
-    for column in ("time (UTC)", "action", "actor", "what", "result", "labels", "alert"):
-        table.add_column(column, overflow="fold")
+    table = _table(
+        f"{len(records)} audit records",
+        ("time (UTC)", "action", "actor", "what", "result", "labels", "alert"),
+    )
     for r in records:
         alert = " ".join(x for x in (r.get("kind", ""), r.get("alert_id", "")) if x)
         table.add_row(

@@ -68,22 +68,14 @@ class AlertsClient:
         kind: str | None = None,
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
-        params = {"state": state, "limit": limit, "run": run, "kind": kind}
-        found = self._call(
-            "GET", "/api/v1/alerts", params={k: v for k, v in params.items() if v is not None}
-        )
-        return list(found)
+        params = _params(state=state, limit=limit, run=run, kind=kind)
+        return list(self._call("GET", "/api/v1/alerts", params=params))
 
     def groups(
         self, by: str, run: str | None = None, state: str = "open", kind: str | None = None
     ) -> list[dict[str, Any]]:
-        params = {"by": by, "state": state, "run": run, "kind": kind}
-        found = self._call(
-            "GET",
-            "/api/v1/alerts/groups",
-            params={k: v for k, v in params.items() if v is not None},
-        )
-        return list(found)
+        params = _params(by=by, state=state, run=run, kind=kind)
+        return list(self._call("GET", "/api/v1/alerts/groups", params=params))
 
     def add_silence(
         self, matchers: Sequence[str], duration_s: float, comment: str = "", created_by: str = ""
@@ -103,6 +95,19 @@ class AlertsClient:
         return dict(self._call("DELETE", f"/api/v1/silences/{silence_id}"))
 
 
+def _table(title: str, columns: Sequence[str]) -> Table:
+    """An empty table in the look every listing shares: title on the left, long cells folded."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _params(**given: Any) -> dict[str, Any]:
+    """The query parameters that were given (None: left out)."""
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _when(ts: Any) -> str:
     if not isinstance(ts, (int, float)):
         return str(ts)
@@ -115,9 +120,10 @@ def _entity(labels: dict[str, str]) -> str:
 
 def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
     """One row per alert: state, severity, kind, entity, since, what it says."""
-    table = Table(title=f"{len(alerts)} alerts", title_justify="left")
-    for column in ("id", "state", "severity", "kind", "labels", "since (UTC)", "summary"):
-        table.add_column(column, overflow="fold")
+    table = _table(
+        f"{len(alerts)} alerts",
+        ("id", "state", "severity", "kind", "labels", "since (UTC)", "summary"),
+    )
     for a in alerts:
         state = a["state"]
         marks = [m for m in ("silenced", "inhibited", "acked") if a.get(m)]
@@ -138,9 +144,9 @@ def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
 
 def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
     """One row per group: its labels, how many alerts, the worst severity, since when."""
-    table = Table(title=f"{len(groups)} groups", title_justify="left")
-    for column in ("group", "alerts", "severity", "since (UTC)", "first summary"):
-        table.add_column(column, overflow="fold")
+    table = _table(
+        f"{len(groups)} groups", ("group", "alerts", "severity", "since (UTC)", "first summary")
+    )
     for g in groups:
         first = g["alerts"][0].get("annotations", {}).get("summary", "") if g["alerts"] else ""
         table.add_row(
@@ -151,9 +157,10 @@ def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
 
 def silences_table(silences: Sequence[dict[str, Any]]) -> Table:
     """One row per silence: its matchers, window, who and why."""
-    table = Table(title=f"{len(silences)} silences", title_justify="left")
-    for column in ("id", "matchers", "starts (UTC)", "ends (UTC)", "active", "by", "comment"):
-        table.add_column(column, overflow="fold")
+    table = _table(
+        f"{len(silences)} silences",
+        ("id", "matchers", "starts (UTC)", "ends (UTC)", "active", "by", "comment"),
+    )
     for s in silences:
         table.add_row(
             s["id"],
