@@ -54,14 +54,16 @@ policies:
 """
 
 
-def regression(seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """A fixed least-squares problem and a learning rate 2 % past where SGD stays stable."""
+def regression(seed: int) -> tuple[torch.Tensor, torch.Tensor, float, torch.nn.Linear]:
+    """A fixed least-squares problem, a learning rate 2 % past where SGD stays stable, and the
+    seeded linear model both trainings fit to it."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(256, 8, generator=gen)
     y = x @ torch.randn(8, 1, generator=gen) + 0.1 * torch.randn(256, 1, generator=gen)
     with_bias = torch.cat([x, torch.ones(256, 1)], 1)
     top = float(torch.linalg.eigvalsh(2 * with_bias.T @ with_bias / 256).max())
-    return x, y, 1.02 * 2 / top
+    torch.manual_seed(1)
+    return x, y, 1.02 * 2 / top, torch.nn.Linear(8, 1)
 
 
 @pytest.fixture
@@ -108,9 +110,7 @@ def test_a_diverging_run_gets_its_learning_rate_lowered_and_recovers(
 ) -> None:
     collector = collector_with(DIVERGENCE_RULES)
     run = run_on(collector)
-    x, y, lr = regression(seed=0)
-    torch.manual_seed(1)
-    model = torch.nn.Linear(8, 1)
+    x, y, lr, model = regression(seed=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses: list[float] = []
     rates: list[float] = []  # the rate each step's update used
@@ -158,9 +158,7 @@ def test_a_nan_gradient_is_rolled_back_then_skipped_and_training_goes_on(
 ) -> None:
     collector = collector_with(NONFINITE_RULES)
     run = run_on(collector)
-    x, y, lr = regression(seed=0)
-    torch.manual_seed(1)
-    model = torch.nn.Linear(8, 1)
+    x, y, lr, model = regression(seed=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr / 4)
     saved: dict[int, dict[str, Any]] = {}
 
