@@ -536,38 +536,26 @@ def actions_run(
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
 
-def _decide(
-    verb: str, action_id: str, by: str | None, comment: str, url: str, token: str | None
-) -> None:
-    import getpass
+def _decision_command(verb: str, who: str, doc: str) -> None:
+    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action."""
 
-    with _client(url, token) as client:
-        done = client.decide(action_id, verb, by or getpass.getuser(), comment)
-    click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
+    @actions.command(verb, help=doc)
+    @click.argument("action_id")
+    @click.option("--by", default=None, help=f"Who {who} [default: the user name].")
+    @click.option("--comment", default="", help="Why.")
+    @_client_options
+    def decide(
+        action_id: str, by: str | None, comment: str, server_url: str, token: str | None
+    ) -> None:
+        import getpass
 
-
-@actions.command("approve")
-@click.argument("action_id")
-@click.option("--by", default=None, help="Who approves [default: the user name].")
-@click.option("--comment", default="", help="Why.")
-@_client_options
-def actions_approve(
-    action_id: str, by: str | None, comment: str, server_url: str, token: str | None
-) -> None:
-    """Approve pending action ACTION_ID: it runs for real."""
-    _decide("approve", action_id, by, comment, server_url, token)
+        with _client(server_url, token) as client:
+            done = client.decide(action_id, verb, by or getpass.getuser(), comment)
+        click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
 
 
-@actions.command("reject")
-@click.argument("action_id")
-@click.option("--by", default=None, help="Who rejects [default: the user name].")
-@click.option("--comment", default="", help="Why.")
-@_client_options
-def actions_reject(
-    action_id: str, by: str | None, comment: str, server_url: str, token: str | None
-) -> None:
-    """Reject pending action ACTION_ID: it never runs."""
-    _decide("reject", action_id, by, comment, server_url, token)
+_decision_command("approve", "approves", "Approve pending action ACTION_ID: it runs for real.")
+_decision_command("reject", "rejects", "Reject pending action ACTION_ID: it never runs.")
 
 
 @main.command()
