@@ -183,6 +183,40 @@ def lightning_fit(
     return trainer
 
 
+class LightningRestore:
+    """What a Lightning fit looked like at the first step its weights were finite again."""
+
+    def __init__(self) -> None:
+        self.at: int | None = None
+        self.weights: dict[str, torch.Tensor] = {}
+        self.momentum = torch.empty(0)
+        self.scheduler_epoch = -1
+
+    def watch(self, trainer: Any, module: Any) -> None:
+        """After the rollback was asked for: keep the state once it is back; stop 3 steps on."""
+        if self.at is None and finite(module.parameters()):
+            self.at = trainer.global_step
+            self.weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
+            optimizer = trainer.optimizers[0]
+            self.momentum = optimizer.state[module.net.weight]["momentum_buffer"].clone()
+            self.scheduler_epoch = trainer.lr_scheduler_configs[0].scheduler.last_epoch
+        if self.at is not None and trainer.global_step >= self.at + 3:
+            trainer.should_stop = True
+
+    def assert_is(self, checkpoint: Path, trainer: Any) -> None:
+        """The state restored is the checkpoint's, and training went on from it."""
+        saved = torch.load(checkpoint, weights_only=False)
+        assert self.at is not None
+        assert all(torch.equal(self.weights[k], v) for k, v in saved["state_dict"].items())
+        momentum = saved["optimizer_states"][0]["state"][0]["momentum_buffer"]
+        assert torch.equal(self.momentum, momentum)
+        assert self.scheduler_epoch == saved["lr_schedulers"][0]["last_epoch"]
+        assert trainer.global_step == self.at + 3
+        final = trainer.lightning_module.state_dict()
+        assert finite(final.values())
+        assert any(not torch.equal(final[k], v) for k, v in saved["state_dict"].items())
+
+
 @pytest.mark.filterwarnings(LEAFSPEC)
 def test_the_lightning_trainer_rolls_back_to_its_last_good_checkpoint(
     server: Any, tmp_path: Path
@@ -192,30 +226,21 @@ def test_the_lightning_trainer_rolls_back_to_its_last_good_checkpoint(
 
     class Sabotage(pl.Callback):
         """NaN weights after step 4 (ModelCheckpoint saved step 3 and saves step 6 bad), a
-        rollback asked at step 7; keeps what came back and stops 3 steps on."""
+        rollback asked at step 7."""
 
         def __init__(self) -> None:
-            self.restored_at: int | None = None
             self.asked = False
-            self.weights: dict[str, torch.Tensor] = {}
-            self.momentum = torch.empty(0)
-            self.scheduler_epoch = -1
+            self.restore = LightningRestore()
 
         def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
             step = trainer.global_step
-            if step == 4 and finite(module.parameters()) and not self.asked:
+            if step == 4 and not self.asked:
                 poison(module)
             if step == 7 and not self.asked:
                 self.asked = True
                 queue_commands(server.url, "r-pl-rb", [("rollback", {})])
-            if self.asked and self.restored_at is None and finite(module.parameters()):
-                self.restored_at = step
-                self.weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
-                optimizer = trainer.optimizers[0]
-                self.momentum = optimizer.state[module.net.weight]["momentum_buffer"].clone()
-                self.scheduler_epoch = trainer.lr_scheduler_configs[0].scheduler.last_epoch
-            if self.restored_at is not None and step >= self.restored_at + 3:
-                trainer.should_stop = True
+            if self.asked:
+                self.restore.watch(trainer, module)
 
     queue_commands(server.url, "r-pl-rb", [])
     sabotage = Sabotage()
@@ -226,24 +251,56 @@ def test_the_lightning_trainer_rolls_back_to_its_last_good_checkpoint(
     assert status == "ok"
     good = tmp_path / "ckpts" / "epoch=0-step=3.ckpt"
     assert f"{good} (step 3)" in detail and "skipped" in detail
-    saved = torch.load(good, weights_only=False)
-    assert sabotage.restored_at is not None
-    assert all(torch.equal(sabotage.weights[k], v) for k, v in saved["state_dict"].items())
-    momentum = saved["optimizer_states"][0]["state"][0]["momentum_buffer"]
-    assert torch.equal(sabotage.momentum, momentum)
-    assert sabotage.scheduler_epoch == saved["lr_schedulers"][0]["last_epoch"] == 3
-    # training went on from the restored weights
-    assert trainer.global_step == sabotage.restored_at + 3
-    final = trainer.lightning_module.state_dict()
-    assert finite(final.values())
-    assert any(not torch.equal(final[k], v) for k, v in saved["state_dict"].items())
+    sabotage.restore.assert_is(good, trainer)
 
 
 @pytest.mark.filterwarnings(LEAFSPEC)
+def test_the_lightning_trainer_rolls_back_to_the_checkpoint_command_s_file(
+    server: Any, tmp_path: Path
+) -> None:
+    import lightning.pytorch as pl
+
+    class Sabotage(pl.Callback):
+        """Asks for a checkpoint at step 2; once it is written, NaN weights and a rollback."""
+
+        def __init__(self) -> None:
+            self.written: Path | None = None
+            self.restore = LightningRestore()
+
+        def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+            if trainer.global_step == 2 and self.written is None:
+                queue_commands(server.url, "r-pl-own", [("checkpoint", {})])
+            files = list((tmp_path / "pl" / "stepwatch").glob("*.ckpt"))
+            if self.written is None and files:
+                (self.written,) = files
+                poison(module)
+                queue_commands(server.url, "r-pl-own", [("rollback", {})])
+            elif self.written is not None:
+                self.restore.watch(trainer, module)
+
+    queue_commands(server.url, "r-pl-own", [])
+    sabotage = Sabotage()
+    trainer = lightning_fit(server, tmp_path, "r-pl-own", sabotage)
+    status, detail = answers(server.url, "r-pl-own")["rollback"]
+    assert sabotage.written is not None
+    assert status == "ok" and str(sabotage.written) in detail
+    sabotage.restore.assert_is(sabotage.written, trainer)
+
+
+@pytest.mark.filterwarnings(LEAFSPEC)
+@pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty:UserWarning")
 def test_the_lightning_trainer_cannot_roll_back_before_a_checkpoint(
     server: Any, tmp_path: Path
 ) -> None:
+    """A file already in the ModelCheckpoint's folder was not written by this fit."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    module = lightning_module()
+    (tmp_path / "ckpts").mkdir()
+    old = {"state_dict": module.state_dict(), "global_step": 1, "optimizer_states": []}
+    torch.save(old, tmp_path / "ckpts" / "older.ckpt")
     queue_commands(server.url, "r-pl-none", ROLLBACK_THEN_STOP)
-    trainer = lightning_fit(server, tmp_path, "r-pl-none")
+    rarely = ModelCheckpoint(dirpath=tmp_path / "ckpts", every_n_train_steps=1000)
+    trainer = lightning_fit(server, tmp_path, "r-pl-none", rarely, checkpointing=True)
     assert trainer.global_step < MAX_STEPS
     assert answers(server.url, "r-pl-none")["rollback"] == ("failed", NO_CHECKPOINT)

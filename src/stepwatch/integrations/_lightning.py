@@ -9,8 +9,7 @@ step to the ``on_train_batch_end`` that sees ``global_step`` advance.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +50,8 @@ def _clips_by_norm(trainer: Any) -> bool:
     return bool(trainer.gradient_clip_val) and (algorithm is None or algorithm == "norm")
 
 
-def _written(trainer: Any, since_ns: int, own: list[Path]) -> list[Path]:
-    """The checkpoint files written since ``since_ns`` (ours and the ModelCheckpoints'),
-    newest first."""
+def _checkpoints(trainer: Any, own: Iterable[Path]) -> dict[Path, int]:
+    """The checkpoint files known to us and the ModelCheckpoints, with their mtimes."""
     found = set(own)
     for callback in trainer.checkpoint_callbacks:
         paths = [getattr(callback, "last_model_path", ""), getattr(callback, "best_model_path", "")]
@@ -62,8 +60,7 @@ def _written(trainer: Any, since_ns: int, own: list[Path]) -> list[Path]:
         dirpath = getattr(callback, "dirpath", None)
         if dirpath and Path(dirpath).is_dir():
             found.update(Path(dirpath).glob(f"*{callback.FILE_EXTENSION}"))
-    stamped = [(path.stat().st_mtime_ns, path) for path in found if path.is_file()]
-    return [path for mtime, path in sorted(stamped, reverse=True) if mtime >= since_ns]
+    return {path: path.stat().st_mtime_ns for path in found if path.is_file()}
 
 
 def _loss(outputs: object) -> torch.Tensor | None:
@@ -122,7 +119,7 @@ class LightningHooks:
         self._guard: Guard | None = None
         self._trainer: Any = None
         self._own: list[Path] = []  # checkpoints the ``checkpoint`` command wrote
-        self._since_ns = 0
+        self._before: dict[Path, int] = {}  # the files there were when the fit began
         self._reset_step()
 
     @property
@@ -153,7 +150,7 @@ class LightningHooks:
         self._reset_step()
         if self._commands:
             self._trainer, self._guard = trainer, Guard(run)
-            self._own, self._since_ns = [], time.time_ns()
+            self._own, self._before = [], _checkpoints(trainer, [])
             handlers = {
                 "lower_lr": self._lower_lr,
                 "checkpoint": self._checkpoint,
@@ -176,7 +173,9 @@ class LightningHooks:
 
     def _rollback(self, command: Command, step: int) -> Outcome:
         trainer = self._trainer
-        paths = _written(trainer, self._since_ns, self._own)
+        now = _checkpoints(trainer, self._own)
+        written = [(mtime, path) for path, mtime in now.items() if self._before.get(path) != mtime]
+        paths = [path for _, path in sorted(written, reverse=True)]
         found = newest_good(
             paths, trainer.strategy.load_checkpoint, lambda ckpt: ckpt["state_dict"]
         )
