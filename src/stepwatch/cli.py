@@ -739,15 +739,7 @@ def export_parquet(run_id: str, store_path: Path, out_path: Path | None) -> None
 
 @main.command()
 @click.argument("run_id", required=False)
-@click.option(
-    "--server",
-    "server_url",
-    envvar="STEPWATCH_SERVER",
-    default="http://127.0.0.1:7070",
-    show_default=True,
-    help="Collector URL (env STEPWATCH_SERVER).",
-)
-@click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@_client_options
 @click.option(
     "--interval",
     default=2.0,
