@@ -48,18 +48,19 @@ def test_the_newest_checkpoint_with_finite_weights_is_chosen(tmp_path: Path) -> 
 
 
 class HfSabotage(TrainerCallback):
-    """Saves at step 3, turns the weights NaN at step 5, saves them at step 6 (a bad checkpoint)
-    and then asks for a rollback; keeps what the weights came back as, and stops 3 steps on."""
+    """Saves at steps 3 and 6 (by ``should_save`` unless the save strategy does), turns the
+    weights NaN at step 5 (so that checkpoint-6 is bad) and then asks for a rollback; keeps
+    what the weights came back as, and stops 3 steps on."""
 
-    def __init__(self, url: str, run: str) -> None:
-        self.url, self.run = url, run
+    def __init__(self, url: str, run: str, flag: bool) -> None:
+        self.url, self.run, self.flag = url, run, flag
         self.restored_at: int | None = None
         self.weights: dict[str, torch.Tensor] = {}
         self.adam_step = self.scheduler_epoch = -1
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step, model = state.global_step, kwargs["model"]
-        if step in (3, 6):
+        if step in (3, 6) and self.flag:
             control.should_save = True
         if step == 5:
             poison(model)
@@ -76,7 +77,9 @@ class HfSabotage(TrainerCallback):
             queue_commands(self.url, self.run, [("rollback", {})])
 
 
-def hf_train(server: Any, tmp_path: Path, run: str, *extra: TrainerCallback) -> Any:
+def hf_train(
+    server: Any, tmp_path: Path, run: str, *extra: TrainerCallback, save_steps: int = 0
+) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     from stepwatch.integrations.huggingface import StepwatchCallback
@@ -85,7 +88,8 @@ def hf_train(server: Any, tmp_path: Path, run: str, *extra: TrainerCallback) -> 
     config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32)
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=MAX_STEPS, per_device_train_batch_size=4,
-        learning_rate=1e-3, lr_scheduler_type="linear", save_strategy="no", report_to=[],
+        learning_rate=1e-3, lr_scheduler_type="linear", report_to=[],
+        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
         use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, logging_steps=1000,
     )  # fmt: skip
     callback = StepwatchCallback(
@@ -106,18 +110,19 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("offline")
+@pytest.mark.parametrize("save_steps", [0, 3], ids=["should_save", "save_strategy"])
 def test_the_hugging_face_trainer_rolls_back_to_its_last_good_checkpoint(
-    server: Any, tmp_path: Path
+    server: Any, tmp_path: Path, save_steps: int
 ) -> None:
     import safetensors.torch
 
     queue_commands(server.url, "r-hf-rb", [])
-    sabotage = HfSabotage(server.url, "r-hf-rb")
-    trainer = hf_train(server, tmp_path, "r-hf-rb", sabotage)
+    sabotage = HfSabotage(server.url, "r-hf-rb", flag=not save_steps)
+    trainer = hf_train(server, tmp_path, "r-hf-rb", sabotage, save_steps=save_steps)
 
     status, detail = answers(server.url, "r-hf-rb")["rollback"]
     assert status == "ok"
-    assert "checkpoint-3 (step 3)" in detail and "skipped 1" in detail
+    assert "checkpoint-3 (step 3)" in detail and "skipped" in detail
     saved = safetensors.torch.load_file(tmp_path / "out" / "checkpoint-3" / "model.safetensors")
     assert sabotage.restored_at is not None
     assert all(torch.equal(sabotage.weights[k], v) for k, v in saved.items())
