@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -176,9 +177,9 @@ class LightningHooks:
         now = _checkpoints(trainer, self._own)
         written = [(mtime, path) for path, mtime in now.items() if self._before.get(path) != mtime]
         paths = [path for _, path in sorted(written, reverse=True)]
-        found = newest_good(
-            paths, trainer.strategy.load_checkpoint, lambda ckpt: ckpt["state_dict"]
-        )
+        # files this fit wrote, so as trusted as the fit's own resume: hparams and all
+        read = partial(trainer.strategy.load_checkpoint, weights_only=False)
+        found = newest_good(paths, read, lambda ckpt: ckpt["state_dict"])
         if isinstance(found, str):
             return Outcome(FAILED, found)
         checkpoint = found.loaded
