@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 from _collector import free_port, start_collector
+from _senders import start_senders
 
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
@@ -87,13 +88,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> None:
     store = workdir / "store.duckdb"
     collector = start_collector(store, port, workdir / "collector.log")
     server_cpu = psutil.Process(collector.pid)
-    ctx = mp.get_context("fork")
-    go, results = ctx.Event(), ctx.Queue()
-    senders = [
-        ctx.Process(target=_sender, args=(i, port, args, go, results)) for i in range(args.senders)
-    ]
-    for p in senders:
-        p.start()
+    go, results, senders = start_senders(_sender, args.senders, port, args)
     time.sleep(0.5)  # let the senders build their columns before the clock starts
     cpu_before = sum(server_cpu.cpu_times()[:2])
     machine_before = psutil.cpu_times()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from _collector import free_port, start_collector
+from _senders import start_senders
 
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
 
@@ -186,13 +187,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> None:
     port = free_port()
     collector = start_collector(workdir / "store.duckdb", port, workdir / "collector.log")
     listener = Listener(port)
-    ctx = mp.get_context("fork")
-    go, out = ctx.Event(), ctx.Queue()
-    senders = [
-        ctx.Process(target=_sender, args=(i, port, args, go, out)) for i in range(args.senders)
-    ]
-    for p in senders:
-        p.start()
+    go, out, senders = start_senders(_sender, args.senders, port, args)
     polled: dict[float, float] = {}
     stop_polling = threading.Event()
     poller = threading.Thread(target=_poll, args=(port, polled, stop_polling, args.poll_s))
