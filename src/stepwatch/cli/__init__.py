@@ -1,0 +1,10 @@
+"""The `stepwatch` command: one entry point, each subcommand a thin call into its layer.
+
+Imports happen inside the commands so `stepwatch --help` stays fast and a command only loads
+what it uses. Each module adds its commands to the group as it is imported.
+"""
+
+from . import _clients, _collector, _node, _recorded  # noqa: F401  (they add the commands)
+from ._base import main
+
+__all__ = ["main"]

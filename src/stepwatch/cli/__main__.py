@@ -1,0 +1,5 @@
+"""`python -m stepwatch.cli`: the same as the `stepwatch` command."""
+
+from . import main
+
+main()

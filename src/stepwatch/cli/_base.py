@@ -1,0 +1,123 @@
+"""The `stepwatch` group and what its commands share: store, rules and notify options, the
+client options of commands that talk to a collector, and errors made one line for the user."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["DEFAULT_STORE", "main"]
+
+DEFAULT_STORE = Path("stepwatch.duckdb")
+
+
+def _store_option(
+    default: Path = DEFAULT_STORE, exists: bool = False, help: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--store FILE``: the DuckDB file a command opens."""
+    return click.option(
+        "--store",
+        "store_path",
+        type=click.Path(exists=exists, path_type=Path),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
+def _rules_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--rules FILE`` (repeatable): rule files the collector runs besides the built-in pack."""
+    return click.option(
+        "--rules",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Rule file added to the built-in pack; a rule of the same group and name "
+        "replaces the built-in one. Re-read when it changes (repeatable).",
+    )(fn)
+
+
+def _notify_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--notify FILE``: where the collector sends alerts (receivers and routes)."""
+    return click.option(
+        "--notify",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="Notifications file (YAML): receivers (webhook, slack, email, alertmanager) "
+        "and the routes of alerts to them.",
+    )(fn)
+
+
+@contextmanager
+def _clear_rule_errors() -> Iterator[None]:
+    """A mistake in a rule file is its file:line message, not a traceback."""
+    from ..detect import RuleError
+
+    try:
+        yield
+    except RuleError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="stepwatch")
+def main() -> None:
+    """Watch large-model training runs while they happen and keep them healthy."""
+
+
+@contextmanager
+def _clear_errors() -> Iterator[None]:
+    """A missing GPU or a bad option value is one line for the user, not a traceback."""
+    from ..collect import GpuUnavailable
+
+    try:
+        yield
+    except (GpuUnavailable, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@contextmanager
+def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM (systemd, Kubernetes, `kill`) stops as cleanly as Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--server`` and ``--token`` of the commands that talk to a running collector."""
+    fn = click.option("--token", envvar="STEPWATCH_TOKEN", default=None)(fn)
+    return click.option(
+        "--server",
+        "server_url",
+        envvar="STEPWATCH_SERVER",
+        default="http://127.0.0.1:7070",
+        show_default=True,
+        help="Collector URL (env STEPWATCH_SERVER).",
+    )(fn)
+
+
+@contextmanager
+def _client(server_url: str, token: str | None) -> Iterator[Any]:
+    """A client of the collector's alerts, silences, actions and audit API.
+
+    Its errors become one line for the user instead of a traceback.
+    """
+    from ..server._actions_client import ActionsClient
+    from ..server._alerts_client import ClientError
+
+    try:
+        with ActionsClient(server_url, token) as client:
+            yield client
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,231 @@
+"""Commands that talk to a running collector: alerts, silences, remediation actions, the audit
+trail and the `top` terminal view."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    pass
+
+from ._base import (
+    _client,
+    _client_options,
+    main,
+)
+
+
+@main.command()
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only the alerts of this run.")
+@click.option(
+    "--state",
+    type=click.Choice(["open", "firing", "pending", "resolved", "all"]),
+    default="open",
+    show_default=True,
+)
+@click.option("--kind", default=None, help="Only alerts of this anomaly kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--group-by", default=None, help="Group by these labels (e.g. kind,run): a row per group."
+)
+def alerts(
+    server_url: str,
+    token: str | None,
+    run_id: str | None,
+    state: str,
+    kind: str | None,
+    limit: int,
+    group_by: str | None,
+) -> None:
+    """List the collector's alerts (latest state of each), newest first, or their groups."""
+    from rich.console import Console
+
+    from ..server._alerts_client import alert_groups_table, alerts_table
+
+    with _client(server_url, token) as client:
+        if group_by:
+            Console().print(alert_groups_table(client.groups(group_by, run_id, state, kind)))
+            return
+        found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
+    Console().print(alerts_table(found))
+
+
+@main.group()
+def silence() -> None:
+    """Mute alerts for a while: add, list and expire silences on a collector."""
+
+
+@silence.command("add")
+@click.argument("matchers", nargs=-1, required=True)
+@click.option("--duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
+@click.option("--comment", default="", help="Why (shown with the silence).")
+@click.option("--by", "created_by", default=None, help="Who [default: the user name].")
+@_client_options
+def silence_add(
+    matchers: tuple[str, ...],
+    duration: str,
+    comment: str,
+    created_by: str | None,
+    server_url: str,
+    token: str | None,
+) -> None:
+    """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
+    import getpass
+
+    from ..detect._yaml_fields import parse_duration
+
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--duration") from None
+    with _client(server_url, token) as client:
+        made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
+    click.echo(f"silence {made['id']} until {made['ends']:.0f}: {' '.join(made['matchers'])}")
+
+
+@silence.command("list")
+@click.option("--all", "include_ended", is_flag=True, help="Expired silences too.")
+@_client_options
+def silence_list(include_ended: bool, server_url: str, token: str | None) -> None:
+    """List the silences in force (or all of them)."""
+    from rich.console import Console
+
+    from ..server._alerts_client import silences_table
+
+    with _client(server_url, token) as client:
+        found = client.silences(include_ended)
+    Console().print(silences_table(found))
+
+
+@silence.command("expire")
+@click.argument("silence_id")
+@_client_options
+def silence_expire(silence_id: str, server_url: str, token: str | None) -> None:
+    """End silence SILENCE_ID now."""
+    with _client(server_url, token) as client:
+        client.expire_silence(silence_id)
+    click.echo(f"silence {silence_id} expired")
+
+
+@main.group()
+def actions() -> None:
+    """Remediation playbook runs: list them, request one, approve or reject a pending one."""
+
+
+@actions.command("list")
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only the actions on this run.")
+@click.option("--state", default=None, help="Only actions in this state (e.g. pending).")
+def actions_list(server_url: str, token: str | None, run_id: str | None, state: str | None) -> None:
+    """List the actions, newest first."""
+    from rich.console import Console
+
+    from ..server._actions_client import actions_table
+
+    with _client(server_url, token) as client:
+        found = client.actions(run=run_id, state=state)
+    Console().print(actions_table(found))
+
+
+@actions.command("run")
+@click.argument("playbook")
+@click.argument("labels", nargs=-1)
+@click.option("--dry-run/--for-real", default=None, help="Override the entry's own choice.")
+@click.option("--by", default=None, help="Who asks [default: the user name].")
+@_client_options
+def actions_run(
+    playbook: str,
+    labels: tuple[str, ...],
+    dry_run: bool | None,
+    by: str | None,
+    server_url: str,
+    token: str | None,
+) -> None:
+    """Request a run of PLAYBOOK on the entity of LABELS (node=n1 gpu=3 ...)."""
+    import getpass
+
+    given = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
+        given[key] = value
+    with _client(server_url, token) as client:
+        made = client.request(playbook, given, by or getpass.getuser(), dry_run)
+    click.echo(f"action {made['id']} {made['state']}: {made['command']}")
+
+
+def _decision_command(verb: str, who: str, doc: str) -> None:
+    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action."""
+
+    @actions.command(verb, help=doc)
+    @click.argument("action_id")
+    @click.option("--by", default=None, help=f"Who {who} [default: the user name].")
+    @click.option("--comment", default="", help="Why.")
+    @_client_options
+    def decide(
+        action_id: str, by: str | None, comment: str, server_url: str, token: str | None
+    ) -> None:
+        import getpass
+
+        with _client(server_url, token) as client:
+            done = client.decide(action_id, verb, by or getpass.getuser(), comment)
+        click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
+
+
+_decision_command("approve", "approves", "Approve pending action ACTION_ID: it runs for real.")
+_decision_command("reject", "rejects", "Reject pending action ACTION_ID: it never runs.")
+
+
+@main.command()
+@_client_options
+@click.option("--run", "run_id", default=None, help="Only records about this run.")
+@click.option(
+    "--action",
+    default=None,
+    help="Only this kind of record: notify, command, approval, playbook, policy.",
+)
+@click.option("--kind", default=None, help="Only records about alerts of this kind.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+def audit(
+    server_url: str,
+    token: str | None,
+    run_id: str | None,
+    action: str | None,
+    kind: str | None,
+    limit: int,
+) -> None:
+    """Print the audit trail, newest first: who acted, on what, why, with what result."""
+    from rich.console import Console
+
+    from ..server._actions_client import audit_table
+
+    with _client(server_url, token) as client:
+        found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
+    Console().print(audit_table(found))
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@_client_options
+@click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between refreshes.",
+)
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+def top(
+    run_id: str | None, server_url: str, token: str | None, interval: float, once: bool
+) -> None:
+    """Live terminal view of RUN (default: the latest running one); q or Ctrl-C quits."""
+    from ..top import TopError, watch
+
+    try:
+        watch(server_url, run_id, token=token, interval_s=interval, once=once)
+    except TopError as exc:
+        raise click.ClickException(str(exc)) from None

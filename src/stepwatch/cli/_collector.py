@@ -1,0 +1,145 @@
+"""`stepwatch server` and `stepwatch demo`: the collector, alone or with a simulated training."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    pass
+
+from ._base import (
+    _clear_rule_errors,
+    _notify_option,
+    _rules_option,
+    _stop_on_sigterm,
+    _store_option,
+    main,
+)
+
+
+@main.command()
+@_store_option(help="DuckDB file of the embedded store.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=7070, show_default=True, type=int)
+@click.option(
+    "--token",
+    envvar="STEPWATCH_TOKEN",
+    default=None,
+    help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
+)
+@_rules_option
+@_notify_option
+@click.option(
+    "--playbooks",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Allow-list of remediation playbooks (YAML) that alerts and people may run.",
+)
+def server(
+    store_path: Path,
+    host: str,
+    port: int,
+    token: str | None,
+    rules: tuple[Path, ...],
+    playbooks: Path | None,
+    notify: Path | None,
+) -> None:
+    """Run the collector: ingest, store, detection, query API and web page."""
+    from ..server import serve
+
+    with _clear_rule_errors():
+        serve(
+            store_path,
+            host=host,
+            port=port,
+            token=token,
+            rules=rules,
+            playbooks=playbooks,
+            notify=notify,
+        )
+
+
+@main.command()
+@click.option("--duration", type=float, default=None, help="Stop by itself after S seconds.")
+@click.option("--nodes", default=4, show_default=True, type=int)
+@click.option("--gpus", default=8, show_default=True, type=int, help="GPUs (ranks) per node.")
+@_store_option(default=Path("stepwatch-demo.duckdb"))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=7070, show_default=True, type=int)
+@click.option(
+    "--step-interval",
+    default=0.5,
+    show_default=True,
+    type=float,
+    help="Seconds of wall time per simulated optimizer step.",
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@_rules_option
+@_notify_option
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="KIND[@S[+D]][:PLACE]",
+    help="Inject a fault from S seconds on (default 60), for D seconds, at PLACE (nodeN, "
+    "nodeN/gpuG or rankR), e.g. gpu_thermal@60:node1/gpu3. Kinds: nonfinite, loss_spike, "
+    "loss_divergence, straggler, gpu_thermal, gpu_memory_pressure, node_down, log_oom "
+    "(repeatable).",
+)
+@click.option(
+    "--record",
+    "record_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write a labelled scenario to DIR/<name>/ in simulated time instead of running "
+    "live (no collector); needs --duration.",
+)
+def demo(
+    duration: float | None,
+    nodes: int,
+    gpus: int,
+    store_path: Path,
+    host: str,
+    port: int,
+    step_interval: float,
+    seed: int,
+    rules: tuple[Path, ...],
+    faults: tuple[str, ...],
+    record_dir: Path | None,
+    notify: Path | None,
+) -> None:
+    """Simulate a multi-node training streaming into a local collector, live."""
+    from ..demo import DemoConfig, Fault, record_scenario, run_demo
+
+    if record_dir is not None and duration is None:
+        raise click.UsageError("--record needs --duration: how many simulated seconds to record")
+    try:
+        config = DemoConfig(
+            nodes=nodes,
+            gpus_per_node=gpus,
+            duration_s=duration,
+            store_path=store_path,
+            host=host,
+            port=port,
+            step_interval_s=step_interval,
+            seed=seed,
+            rules=rules,
+            notify=notify,
+            faults=tuple(Fault.parse(f) for f in faults),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if record_dir is not None:
+        got = record_scenario(config, record_dir)
+        click.echo(
+            f"wrote {got.path}: {got.simulated_s:g} simulated s, {got.steps:,} steps, "
+            f"{got.samples:,} samples, {got.log_lines} log lines, {got.labels} labels"
+        )
+        return
+    stop = threading.Event()
+    with _stop_on_sigterm(stop), _clear_rule_errors():
+        run_demo(config, out=click.echo, stop=stop)

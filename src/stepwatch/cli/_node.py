@@ -1,0 +1,166 @@
+"""What runs on a training node: `stepwatch agent`, `stepwatch run -- CMD` and `stepwatch sync`."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from ..collect import AgentOptions
+
+from ._base import (
+    _clear_errors,
+    _stop_on_sigterm,
+    _store_option,
+    main,
+)
+
+
+def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """The options ``agent`` and ``run`` share: what the node agent reads, where it sends it."""
+    options = [
+        click.option(
+            "--server",
+            envvar="STEPWATCH_SERVER",
+            default=None,
+            help="Collector URL (env STEPWATCH_SERVER).",
+        ),
+        click.option("--token", envvar="STEPWATCH_TOKEN", default=None),
+        click.option("--node", default=None, help="Node label [default: host name]."),
+        click.option(
+            "--dir",
+            "spool_root",
+            envvar="STEPWATCH_DIR",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Spool root (env STEPWATCH_DIR) [default: ~/.stepwatch/spool].",
+        ),
+        click.option(
+            "--interval", default=1.0, show_default=True, help="Seconds between host/GPU reads."
+        ),
+        click.option(
+            "--gpu",
+            default="auto",
+            show_default=True,
+            help="auto (NVML when a driver is there), nvml, none, or fake[:N] (simulated GPUs).",
+        ),
+        click.option(
+            "--gpu-script",
+            type=click.Path(exists=True, path_type=Path),
+            default=None,
+            help="JSON file scripting the fake GPUs (temperature ramps, XIDs...).",
+        ),
+        click.option(
+            "--scrape", multiple=True, help="Prometheus exporter URL to read (repeatable)."
+        ),
+        click.option("--scrape-interval", default=15.0, show_default=True),
+        click.option(
+            "--log",
+            "logs",
+            multiple=True,
+            type=click.Path(path_type=Path),
+            help="Log file to tail (repeatable).",
+        ),
+        click.option(
+            "--path",
+            "paths",
+            multiple=True,
+            type=click.Path(path_type=Path),
+            help="Checkpoint/data path whose free space to watch (repeatable).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
+    from ..collect import AgentOptions
+
+    fields = {k: v for k, v in given.items() if v is not None}
+    fields["interval_s"] = fields.pop("interval")
+    fields["scrape_interval_s"] = fields.pop("scrape_interval")
+    return AgentOptions(run_id=run_id, **fields)
+
+
+@main.command()
+@_agent_options
+@click.option("--run", "run_id", envvar="STEPWATCH_RUN_ID", default=None, help="Label with a run.")
+@click.option("--pid", "pids", multiple=True, type=int, help="Process to watch, with children.")
+@click.option("--duration", type=float, default=None, help="Stop by itself after S seconds.")
+def agent(run_id: str | None, duration: float | None, **given: Any) -> None:
+    """Run the node agent: host, GPU, exporter and log metrics, shipped to the collector."""
+    from ..collect import open_agent
+
+    options = _agent_settings(run_id, **given)
+    with _clear_errors():
+        node_agent = open_agent(options, say=lambda line: click.echo(line, err=True)).start()
+    names = ", ".join(sorted({s.name for s in node_agent.sources}))
+    click.echo(f"stepwatch agent on {options.node}: {names}", err=True)
+    stop = threading.Event()
+    try:
+        with _stop_on_sigterm(stop):
+            stop.wait(duration)
+    except KeyboardInterrupt:
+        pass
+    if not node_agent.stop() and options.server:
+        click.echo("stepwatch agent: data left in the spool; `stepwatch sync` sends it", err=True)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@_agent_options
+@click.option("--name", default="", help="Run name [default: the command].")
+@click.option("--project", default="default", show_default=True)
+@click.option("--run-id", envvar="STEPWATCH_RUN_ID", default=None)
+@_store_option(help="Store of the collector started when no --server is given.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    command: tuple[str, ...],
+    name: str,
+    project: str,
+    run_id: str | None,
+    store_path: Path,
+    **given: Any,
+) -> None:
+    """Run COMMAND (after --) as a watched run: `stepwatch run -- torchrun ... train.py`."""
+    from ..launch import Launch, launch
+
+    options = _agent_settings(run_id, **given)
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    with _clear_errors():
+        outcome = launch(
+            Launch(command, agent=options, project=project, name=name, store_path=store_path),
+            say=say,
+        )
+    say(f"stepwatch: run {outcome.run_id} {outcome.status}")
+    sys.exit(outcome.exit_code)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--server",
+    "server_url",
+    envvar="STEPWATCH_SERVER",
+    required=True,
+    help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
+)
+@click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@click.option(
+    "--timeout", default=60.0, show_default=True, help="Give up retrying after S seconds."
+)
+def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None:
+    """Upload runs logged offline (or left by a killed process) from a spool directory."""
+    from ..spool import sync as sync_spool
+
+    result = sync_spool(path, server_url, token=token, timeout_s=timeout)
+    click.echo(f"synced {result}")
+    if result.error:
+        click.echo(f"Error: {result.error}", err=True)
+    if result.rejected or result.unsent:
+        sys.exit(1)

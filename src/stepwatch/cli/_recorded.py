@@ -1,0 +1,169 @@
+"""Commands over rules and recorded data: `rules check|test`, `replay` and `export`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    pass
+
+from ._base import (
+    _store_option,
+    main,
+)
+
+
+@main.group()
+def rules() -> None:
+    """Check detection rule files."""
+
+
+@rules.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def rules_check(files: tuple[Path, ...]) -> None:
+    """Validate rule FILES: each mistake is reported as file:line: field: what was expected."""
+    from ..detect import DETECTORS, RuleError, load_rules
+
+    failed = False
+    for path in files:
+        try:
+            count = len(load_rules(path, DETECTORS))
+        except RuleError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+        else:
+            click.echo(f"{path}: {count} rules OK")
+    if failed:
+        sys.exit(1)
+
+
+@rules.command("test")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def rules_test(files: tuple[Path, ...]) -> None:
+    """Run rule unit tests (input series, expected alerts), like `promtool test rules`."""
+    from ..detect import DETECTORS, RuleError, builtin_rules, run_rule_tests
+
+    failed = False
+    for path in files:
+        try:
+            results = run_rule_tests(path, DETECTORS, builtin_rules)
+        except RuleError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+            continue
+        bad = [r for r in results if not r.passed]
+        click.echo(f"{path}: {len(results) - len(bad)} of {len(results)} tests passed")
+        for result in bad:
+            for failure in result.failures:
+                click.echo(f"  FAILED {result.name}: {failure}")
+        failed = failed or bool(bad)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--rules",
+    "rules_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Rule file [default: the built-in pack].",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Alerts file to write (required unless --score).",
+)
+@click.option("--run", "run_id", default=None, help="The run to replay from a store file.")
+@click.option(
+    "--score",
+    "score_alerts",
+    is_flag=True,
+    help="Score the alerts against the labels of the scenario folders and print the table.",
+)
+def replay(
+    paths: tuple[Path, ...],
+    rules_path: Path | None,
+    out_path: Path | None,
+    run_id: str | None,
+    score_alerts: bool,
+) -> None:
+    """Run detection over recorded PATHS (scenario folders, Parquet exports, a store file)."""
+    import time
+
+    from rich.progress import Progress
+
+    from ..detect import (
+        DETECTORS,
+        RuleError,
+        builtin_rules,
+        describe,
+        load_rules,
+        score,
+        to_record,
+        write_alerts,
+    )
+    from ..detect import replay as replay_run
+
+    if out_path is None and not score_alerts:
+        raise click.UsageError("give --out FILE, --score, or both")
+    try:
+        rules = load_rules(rules_path, DETECTORS) if rules_path else builtin_rules()
+    except RuleError as exc:
+        raise click.ClickException(str(exc)) from None
+    total = sum(describe(p, run=run_id).samples for p in paths)
+    records = []
+    started = time.perf_counter()
+    with Progress(transient=True) as progress:
+        task = progress.add_task("replaying", total=total)
+        for path in paths:
+            advance = lambda n: progress.advance(task, n)  # noqa: E731
+            records += [
+                to_record(a) for a in replay_run(path, rules, run=run_id, on_samples=advance)
+            ]
+    elapsed = time.perf_counter() - started
+    if out_path is not None:
+        write_alerts(out_path, records)
+    click.echo(
+        f"{len(records)} alerts from {total:,} samples in {elapsed:.1f} s "
+        f"({total / max(elapsed, 1e-9):,.0f} samples/s)" + (f" -> {out_path}" if out_path else "")
+    )
+    if score_alerts:
+        labelled = [p for p in paths if (p / "labels.json").is_file()]
+        if not labelled:
+            raise click.ClickException("--score needs scenario folders with a labels.json")
+        click.echo(score(records, labelled).table())
+
+
+@main.group()
+def export() -> None:
+    """Export data out of the store."""
+
+
+@export.command("parquet")
+@click.argument("run_id")
+@_store_option(exists=True)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Output file (default: RUN.parquet).",
+)
+def export_parquet(run_id: str, store_path: Path, out_path: Path | None) -> None:
+    """Write every sample of RUN to a Parquet file (one row a sample)."""
+    from ..store import Store
+
+    with Store(store_path) as store:
+        if store.get_run(run_id) is None:
+            raise click.ClickException(f"no run {run_id!r} in {store_path}")
+        written = store.export_parquet(run_id, out_path or Path(f"{run_id}.parquet"))
+    click.echo(f"wrote {written} ({os.path.getsize(written)} bytes)")
