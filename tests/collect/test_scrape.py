@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import socket
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +16,7 @@ from stepwatch.collect._scrape import ScrapeSource
 from stepwatch.collect._scrape_rules import Gauge
 from stepwatch.collect._source import Reading
 
-from .conftest import _binary, exposition
+from .conftest import NODE_EXPORTER, exposition
 
 URL = "http://exporter.test:9100/metrics"
 MIB = 1024 * 1024
@@ -272,7 +274,9 @@ def test_a_malformed_url_is_refused_at_construction() -> None:
         ScrapeSource("http://[::1/metrics")
 
 
-def test_missing_node_exporter_fails_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_node_exporter_fails_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, processes: Any, tmp_path: Path
+) -> None:
     monkeypatch.setattr(shutil, "which", lambda *_args, **_kw: None)
     with pytest.raises(pytest.fail.Exception, match="run scripts/system-deps"):
-        _binary()
+        processes.start_daemon(NODE_EXPORTER, [], "http://127.0.0.1:9/", tmp_path / "log")
