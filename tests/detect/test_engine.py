@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepwatch.detect import DETECTORS, Alert, Engine, parse_rules
+from stepwatch.detect import DETECTORS, Alert, Engine, builtin_rules, parse_rules
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
 
 RULES = """\
@@ -321,3 +321,25 @@ groups:
     assert hot.annotations["summary"] == "86 over 80 since 2026-05-28 20:26:40 UTC"
     assert spike.value == 9.0 and 1.9 < (spike.baseline or 0.0) < 2.1  # the level it left
     assert oom.annotations["line"] == "RuntimeError: CUDA out of memory."
+
+
+def test_checkpoint_throughput_is_judged_only_on_writes_big_enough_to_be_bound_by_bandwidth() -> (
+    None
+):
+    engine = Engine(builtin_rules())
+    node = {"run": "r", "node": "n0"}
+
+    def checkpoint(ts: float, size: float, seconds: float) -> list[Alert]:
+        return engine.process(
+            _batch([("ckpt.write_s", node, ts, seconds), ("ckpt.bytes", node, ts, size)])
+        )
+
+    tiny = checkpoint(10.0, 245e3, 245e3 / 32.3e6)  # 245 KB at 32 MB/s: latency, not bandwidth
+    healthy = checkpoint(20.0, 8e9, 8.0)  # 8 GB at 1 GB/s
+    slow = checkpoint(30.0, 8e9, 80.0)  # 8 GB at 100 MB/s
+    assert tiny == [] and healthy == []
+    assert [(a.kind, a.state, a.value) for a in slow] == [
+        ("checkpoint_slow", "pending", 1e8),
+        ("checkpoint_slow", "firing", 1e8),
+    ]
+    assert checkpoint(40.0, 245e3, 1.0) == []  # a tiny one neither fires nor resolves it

@@ -180,3 +180,18 @@ def test_divide_by_names_a_metric_and_not_with_logs() -> None:
     bad = _rule_file("- alert: a\n  signal: {log: {regex: x}, divide_by: ckpt.write_s}\n")
     with pytest.raises(RuleError, match="log signal has no values to divide"):
         parse_rules(bad, "r.yaml", DETECTORS)
+
+
+def test_where_judges_only_the_samples_whose_own_value_meets_it() -> None:
+    good = _rule_file(
+        "- alert: a\n  signal: {metric: ckpt.bytes, divide_by: ckpt.write_s, where: '>= 1e9'}\n"
+        "  threshold: '< 2e8'\n"
+    )
+    (rule,) = parse_rules(good, "r.yaml", DETECTORS).rules
+    assert rule.signal.where == Comparison(">=", 1e9)
+    bad = _rule_file("- alert: a\n  signal: {metric: ckpt.bytes, where: big}\n  threshold: '< 1'\n")
+    with pytest.raises(RuleError, match=r"r.yaml:5: .*signal.where: expected a comparison"):
+        parse_rules(bad, "r.yaml", DETECTORS)
+    logs = _rule_file("- alert: a\n  signal: {log: {regex: x}, where: '> 1'}\n")
+    with pytest.raises(RuleError, match="log signal has no values to compare"):
+        parse_rules(logs, "r.yaml", DETECTORS)

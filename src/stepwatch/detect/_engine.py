@@ -87,6 +87,15 @@ def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
     return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes, t.baseline)
 
 
+def _where(rule: Rule, value: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The rows whose own value meets the signal's ``where`` (all of them without one)."""
+    where = rule.signal.where
+    if where is None:
+        return rows
+    with np.errstate(invalid="ignore"):
+        return rows[np.asarray(_OPS[where.op](value, where.level)) & np.isfinite(value)]
+
+
 def _same(a: Rule, b: Rule) -> bool:
     """Equal definitions: where a rule sits in its file does not change what it does."""
     return dataclasses.replace(a, line=0) == dataclasses.replace(b, line=0)
@@ -379,14 +388,16 @@ class Engine:
     ) -> list[Alert]:
         """One series' samples of this batch through every rule bound to it."""
         alerts = []
-        ts, value = batch.ts[rows], batch.value[rows]
         for binding in bindings:
             if isinstance(binding, _AsOf):
                 continue
+            rule = binding[0].rule if isinstance(binding, tuple) else binding.rule
+            judged = _where(rule, batch.value[rows], rows)
+            ts, value = batch.ts[judged], batch.value[judged]
             if isinstance(binding, tuple):
                 group, member = binding
                 members = np.full(ts.shape[0], member, np.int64)
-                group.parts.append((ts, batch.step[rows], value, members))
+                group.parts.append((ts, batch.step[judged], value, members))
                 touched[id(group)] = group
                 continue
             shown = value if binding.divisor is None else binding.divisor.divide(ts, value)

@@ -24,12 +24,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import canonical_name, validate_label
 from ._policies import Policies, parse_policies
 from ._templates import check_template
-from ._yaml_fields import At, RuleError, compose
+from ._yaml_fields import At, Problems, RuleError, compose
 
 __all__ = [
     "SEVERITIES",
@@ -68,13 +68,16 @@ class Signal:
     """What a rule reads: the series of one or more metrics (matching ``match``) or log lines;
     ``by`` names the labels that make the alert's entity (run, node, gpu, rank). With
     ``divide_by`` the value is the metric over the latest value of that other metric of the
-    same entity (memory used over total, bytes over seconds)."""
+    same entity (memory used over total, bytes over seconds). With ``where`` only the samples
+    whose own value (before dividing) meets that comparison are judged: a throughput means
+    something only over a write big enough to be bound by bandwidth."""
 
     metrics: tuple[str, ...] = ()
     log: LogMatch | None = None
     match: tuple[tuple[str, str], ...] = ()
     by: tuple[str, ...] = ()
     divide_by: str | None = None
+    where: Comparison | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +142,19 @@ def _parameters(factory: Callable[..., Any]) -> set[str]:
     }
 
 
-def _detector(at: At, detectors: Detectors) -> tuple[str, tuple[tuple[str, Any], ...]]:
+T = TypeVar("T")
+#: A detector's name and the parameters a rule gives it.
+DetectorChoice = tuple[str | None, tuple[tuple[str, Any], ...]]
+
+
+def _optional(
+    f: dict[str, At], key: str, read: Callable[[At], T], default: T, problems: Problems
+) -> T:
+    """``read(f[key])``; ``default`` when the key is absent or wrong (its mistake noted)."""
+    return problems.check(read, f[key], default=default) if key in f else default
+
+
+def _detector(at: At, detectors: Detectors, problems: Problems) -> DetectorChoice:
     if not at.is_mapping:  # a bare name: the detector with its defaults
         name, given = at.text(), {}
     else:
@@ -151,8 +166,9 @@ def _detector(at: At, detectors: Detectors) -> tuple[str, tuple[tuple[str, Any],
     params = []
     for key, value in sorted(given.items()):
         if key not in allowed:
-            raise value.error(f"detector {name!r} takes no parameter {key!r}")
-        params.append((key, value.scalar()))
+            problems.add(value.error(f"detector {name!r} takes no parameter {key!r}"))
+        else:
+            params.append((key, problems.check(value.scalar, default="")))
     return name, tuple(params)
 
 
@@ -194,7 +210,7 @@ def _label_map(at: At) -> tuple[tuple[str, str], ...]:
 
 
 def _signal(at: At) -> Signal:
-    fields = at.mapping({"metric", "log", "match", "by", "divide_by"})
+    fields = at.mapping({"metric", "log", "match", "by", "divide_by", "where"})
     if ("metric" in fields) == ("log" in fields):
         raise at.error("give exactly one of metric or log")
     divide_by = None
@@ -216,75 +232,128 @@ def _signal(at: At) -> Signal:
     log = _log_match(fields["log"]) if "log" in fields else None
     match = _label_map(fields["match"]) if "match" in fields else ()
     by = tuple(fields["by"].str_list()) if "by" in fields else ()
-    return Signal(metrics, log, match, by, divide_by)
+    if "where" in fields and "log" in fields:
+        raise fields["where"].error("a log signal has no values to compare")
+    where = _threshold(fields["where"]) if "where" in fields else None
+    return Signal(metrics, log, match, by, divide_by, where)
 
 
-def _rule(at: At, group: str, detectors: Detectors) -> Rule:
-    f = at.mapping(_RULE_KEYS, {"alert", "signal"})
+def _names(f: dict[str, At]) -> tuple[str, str]:
+    """The rule's alert name and its kind (the name unless given)."""
     alert = f["alert"].text()
     kind = f["kind"].text() if "kind" in f else alert
     if not _KIND_RE.match(kind):
         raise (f.get("kind") or f["alert"]).error(f"kind {kind!r} must be lower_snake_case")
-    signal = _signal(f["signal"])
-    if signal.log is None and ("detector" in f) == ("threshold" in f):
-        raise at.error("a metric rule needs exactly one of detector or threshold")
-    if signal.log is not None and ("detector" in f or "threshold" in f):
-        raise at.error("a log rule fires on matching lines: no detector or threshold")
-    severity = f["severity"].text() if "severity" in f else "warning"
+    return alert, kind
+
+
+def _severity(at: At) -> str:
+    severity = at.text()
     if severity not in SEVERITIES:
-        raise f["severity"].error(f"expected one of {', '.join(SEVERITIES)}, got {severity!r}")
-    annotations = f["annotations"].str_map() if "annotations" in f else {}
+        raise at.error(f"expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    return severity
+
+
+def _annotations(at: At) -> tuple[tuple[str, str], ...]:
+    annotations = at.str_map()
     for name, text in annotations.items():
         try:
             check_template(text)
         except ValueError as exc:
-            raise f["annotations"].error(f"{name}: {exc}") from None
-    detector, params = _detector(f["detector"], detectors) if "detector" in f else (None, ())
-    if detector is not None and across_members(detectors[detector]) and not signal.by:
-        raise f["signal"].error(f"detector {detector!r} compares members: give 'by' (e.g. [rank])")
-    for_s, for_samples = f["for"].hold() if "for" in f else (0.0, 0)
-    return Rule(
+            raise at.error(f"{name}: {exc}") from None
+    return tuple(sorted(annotations.items()))
+
+
+def _decision(
+    at: At, f: dict[str, At], signal: Signal | None, detectors: Detectors, problems: Problems
+) -> tuple[DetectorChoice, Comparison | None]:
+    """What decides: a detector with its parameters, or a threshold, checked against the
+    signal (when the signal itself is right)."""
+    if signal is not None and signal.log is None and ("detector" in f) == ("threshold" in f):
+        problems.add(at.error("a metric rule needs exactly one of detector or threshold"))
+    if signal is not None and signal.log is not None and ("detector" in f or "threshold" in f):
+        problems.add(at.error("a log rule fires on matching lines: no detector or threshold"))
+    read = lambda d: _detector(d, detectors, problems)  # noqa: E731
+    none: DetectorChoice = (None, ())
+    detector, params = _optional(f, "detector", read, none, problems)
+    if signal and detector and across_members(detectors[detector]) and not signal.by:
+        problems.add(
+            f["signal"].error(f"detector {detector!r} compares members: give 'by' (e.g. [rank])")
+        )
+    return (detector, params), _optional(f, "threshold", _threshold, None, problems)
+
+
+def _rule(at: At, group: str, detectors: Detectors, problems: Problems) -> Rule | None:
+    """One rule; None when it has mistakes, each of them noted in ``problems``."""
+    before = len(problems)
+    f = at.mapping(_RULE_KEYS, {"alert", "signal"}, problems)
+    alert, kind = problems.check(_names, f, default=("", ""))
+    signal = problems.check(_signal, f["signal"], default=None)
+    (detector, params), threshold = _decision(at, f, signal, detectors, problems)
+    for_s, for_samples = _optional(f, "for", At.hold, (0.0, 0), problems)
+    rule = Rule(
         group=group,
         alert=alert,
         kind=kind,
-        signal=signal,
-        severity=severity,
+        signal=signal or Signal(),
+        severity=_optional(f, "severity", _severity, "warning", problems),
         detector=detector,
         params=params,
-        threshold=_threshold(f["threshold"]) if "threshold" in f else None,
+        threshold=threshold,
         for_s=for_s,
         for_samples=for_samples,
-        keep_firing_for_s=f["keep_firing_for"].duration() if "keep_firing_for" in f else 0.0,
-        labels=_label_map(f["labels"]) if "labels" in f else (),
-        annotations=tuple(sorted(annotations.items())),
-        playbook=f["playbook"].text() if "playbook" in f else "",
+        keep_firing_for_s=_optional(f, "keep_firing_for", At.duration, 0.0, problems),
+        labels=_optional(f, "labels", _label_map, (), problems),
+        annotations=_optional(f, "annotations", _annotations, (), problems),
+        playbook=_optional(f, "playbook", At.text, "", problems),
         line=at.line,
     )
+    return rule if len(problems) == before else None
+
+
+def _entries(at: At, problems: Problems) -> list[At]:
+    """The entries of a list; none when it is not one (the mistake noted)."""
+    return problems.check(lambda: list(at.items()), default=[])
+
+
+def _groups(at: At, detectors: Detectors, problems: Problems) -> list[Rule]:
+    """The rules of every group; a wrong rule is noted in ``problems`` and left out."""
+    rules: list[Rule] = []
+    seen: dict[tuple[str, str], int] = {}
+    for group_at in _entries(at, problems):
+        fields = problems.check(group_at.mapping, {"name", "rules"}, {"name", "rules"}, default={})
+        if not fields:
+            continue
+        name = problems.check(fields["name"].text, default="")
+        for rule_at in _entries(fields["rules"], problems):
+            rule = problems.check(_rule, rule_at, name, detectors, problems, default=None)
+            if rule is None:
+                continue
+            if rule.key in seen:
+                problems.add(
+                    rule_at.error(
+                        f"alert {rule.alert!r} is already defined in group {name!r} "
+                        f"(line {seen[rule.key]})"
+                    )
+                )
+                continue
+            seen[rule.key] = rule.line
+            rules.append(rule)
+    return rules
 
 
 def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
-    """Validate a rule file's text; raise RuleError at the first mistake."""
+    """Validate a rule file's text; the RuleError raised lists every mistake, in line order."""
     root = compose(text, source)
     if root is None:
         raise RuleError(source, None, "", "the file is empty: expected 'groups:'")
-    top = At(root, "", source).mapping({"groups", "policies"})
-    if not top:
+    problems = Problems()
+    top = At(root, "", source).mapping({"groups", "policies"}, problems=problems)
+    if not top and not problems:
         raise RuleError(source, None, "", "expected 'groups:' or 'policies:'")
-    rules: list[Rule] = []
-    seen: dict[tuple[str, str], int] = {}
-    for group_at in top["groups"].items() if "groups" in top else ():
-        fields = group_at.mapping({"name", "rules"}, {"name", "rules"})
-        name = fields["name"].text()
-        for rule_at in fields["rules"].items():
-            rule = _rule(rule_at, name, detectors)
-            if rule.key in seen:
-                raise rule_at.error(
-                    f"alert {rule.alert!r} is already defined in group {name!r} "
-                    f"(line {seen[rule.key]})"
-                )
-            seen[rule.key] = rule.line
-            rules.append(rule)
-    policies = parse_policies(top["policies"]) if "policies" in top else None
+    rules = _groups(top["groups"], detectors, problems) if "groups" in top else []
+    policies = _optional(top, "policies", parse_policies, None, problems)
+    problems.raise_any()
     return RuleSet(tuple(rules), policies)
 
 
