@@ -168,7 +168,8 @@ def _detector(at: At, detectors: Detectors, problems: Problems) -> DetectorChoic
         if key not in allowed:
             problems.add(value.error(f"detector {name!r} takes no parameter {key!r}"))
         else:
-            params.append((key, problems.check(value.scalar, default="")))
+            default: str | float | bool = ""
+            params.append((key, problems.check(value.scalar, default=default)))
     return name, tuple(params)
 
 
@@ -321,7 +322,10 @@ def _groups(at: At, detectors: Detectors, problems: Problems) -> list[Rule]:
     rules: list[Rule] = []
     seen: dict[tuple[str, str], int] = {}
     for group_at in _entries(at, problems):
-        fields = problems.check(group_at.mapping, {"name", "rules"}, {"name", "rules"}, default={})
+        none: dict[str, At] = {}
+        fields = problems.check(
+            group_at.mapping, {"name", "rules"}, {"name", "rules"}, default=none
+        )
         if not fields:
             continue
         name = problems.check(fields["name"].text, default="")

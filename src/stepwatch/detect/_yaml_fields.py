@@ -7,25 +7,69 @@ than through plain dicts) is what lets ``stepwatch rules check`` point at the li
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import yaml
 
-__all__ = ["At", "RuleError", "compose", "parse_duration"]
+__all__ = ["At", "Problems", "RuleError", "compose", "parse_duration"]
+
+T = TypeVar("T")
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class RuleError(ValueError):
-    """A rule file is wrong at one place: ``file:line: field: what was expected``."""
+    """A rule file is wrong: ``file:line: field: what was expected``, a line per mistake.
+
+    ``problems`` holds each mistake (this error alone, or those gathered by ``of``) in line
+    order; ``source``, ``line`` and ``field`` are the first one's.
+    """
 
     def __init__(self, source: str, line: int | None, field: str, message: str) -> None:
-        self.source, self.line, self.field = source, line, field
+        self.source, self.line, self.field, self.message = source, line, field, message
+        self.problems: tuple[RuleError, ...] = (self,)
         where = source if line is None else f"{source}:{line}"
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+    @classmethod
+    def of(cls, problems: Iterable[RuleError]) -> RuleError:
+        """One error for several mistakes, so a check reports all of them, in line order."""
+        each = {str(p): p for e in problems for p in e.problems}  # each mistake once
+        ordered = sorted(each.values(), key=lambda p: -1 if p.line is None else p.line)
+        first = ordered[0]
+        error = cls(first.source, first.line, first.field, first.message)
+        error.problems = tuple(ordered)
+        error.args = ("\n".join(str(p) for p in ordered),)
+        return error
+
+
+@dataclass(slots=True)
+class Problems:
+    """The mistakes found so far in one file: checking goes on past each one."""
+
+    found: list[RuleError] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def add(self, error: RuleError) -> None:
+        self.found.extend(error.problems)
+
+    def check(self, read: Callable[..., T], *args: Any, default: T) -> T:
+        """``read(*args)``, or ``default`` when it raised RuleError (the mistake kept)."""
+        try:
+            return read(*args)
+        except RuleError as exc:
+            self.add(exc)
+            return default
+
+    def raise_any(self) -> None:
+        """Raise every mistake found as one RuleError."""
+        if self.found:
+            raise RuleError.of(self.found)
 
 
 _SAMPLES_RE = re.compile(r"^(\d+)\s*samples?$")
@@ -84,10 +128,14 @@ class At:
         return isinstance(self.node, yaml.SequenceNode)
 
     def mapping(
-        self, allowed: Collection[str] | None, required: Collection[str] = ()
+        self,
+        allowed: Collection[str] | None,
+        required: Collection[str] = (),
+        problems: Problems | None = None,
     ) -> dict[str, At]:
         """The keys of a mapping; an unknown (when ``allowed`` is given) or missing key is an
-        error naming it."""
+        error naming it. With ``problems``, an unknown or repeated key is noted there and left
+        out, so the other keys can still be checked."""
         if not self.is_mapping:
             expected = f" with keys {', '.join(sorted(allowed))}" if allowed else ""
             raise self.error(f"expected a mapping{expected}")
@@ -96,10 +144,17 @@ class At:
             key = str(key_node.value)
             if allowed is not None and key not in allowed:
                 at = At(key_node, self.path, self.source)
-                raise at.error(f"unknown key {key!r}; expected one of {', '.join(sorted(allowed))}")
-            if key in fields:
-                raise self._child(key_node, key).error("given twice")
-            fields[key] = self._child(value_node, key)
+                wrong = at.error(
+                    f"unknown key {key!r}; expected one of {', '.join(sorted(allowed))}"
+                )
+            elif key in fields:
+                wrong = self._child(key_node, key).error("given twice")
+            else:
+                fields[key] = self._child(value_node, key)
+                continue
+            if problems is None:
+                raise wrong
+            problems.add(wrong)
         missing = sorted(set(required) - fields.keys())
         if missing:
             raise self.error(f"missing required key {missing[0]!r}")
