@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import httpx
@@ -9,7 +10,7 @@ import pytest
 
 import stepwatch.server
 from stepwatch.server import ServerThread
-from stepwatch.store import Store
+from stepwatch.store import Store, StoreError
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
 from .conftest import make_batch
@@ -31,13 +32,31 @@ def test_server_thread_serves_and_stop_drains_and_closes_the_store(tmp_path: Pat
     assert stats["uncompacted"] == 0
 
 
-def test_a_busy_port_is_reported_to_the_caller(tmp_path: Path) -> None:
+def test_a_busy_port_is_reported_before_the_store_is_touched(tmp_path: Path) -> None:
     with ServerThread(tmp_path / "a.duckdb", port=0) as first:
         port = int(first.url.rsplit(":", 1)[1])
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: the port is in use"):
             ServerThread(tmp_path / "b.duckdb", port=port).start()
-    with Store(tmp_path / "b.duckdb"):
-        pass  # the failed start closed its store
+        assert not (tmp_path / "b.duckdb").exists()
+
+
+def test_elsewhere_a_busy_port_gives_way_to_a_free_one_and_says_so(tmp_path: Path) -> None:
+    said: list[str] = []
+    with ServerThread(tmp_path / "a.duckdb", port=0) as first:
+        port = int(first.url.rsplit(":", 1)[1])
+        second = ServerThread(tmp_path / "b.duckdb", port=port).start_or_elsewhere(said.append)
+        try:
+            assert second.url != first.url and httpx.get(second.url + "/healthz").is_success
+        finally:
+            second.stop()
+    assert said == [f"port {port} is in use; the collector listens on {second.url} instead"]
+
+
+def test_a_store_another_process_holds_leaves_the_port_free(server, port: int) -> None:
+    with pytest.raises(StoreError, match=rf"in use by another process \(PID {server.proc.pid}\)"):
+        ServerThread(server.store_path, port=port).start()
+    with socket.create_server(("127.0.0.1", port)):
+        pass  # the failed start closed the socket it had bound
 
 
 def test_sigterm_shuts_the_process_down_cleanly(server) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import socket
@@ -13,7 +14,7 @@ from types import TracebackType
 
 import uvicorn
 
-from ..act import load_playbooks
+from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
@@ -38,11 +39,24 @@ class _Uvicorn(uvicorn.Server):
             self._listening.set()
 
 
+class ListenError(OSError):
+    """The collector cannot listen where asked; an OSError whose text says where and why."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """Bind here, not in uvicorn, so bind errors reach the caller and port 0 works."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    return socket.create_server((bare, port), family=family)
+    try:
+        return socket.create_server((bare, port), family=family)
+    except OSError as exc:
+        why = (exc.strerror or str(exc)).lower()
+        if exc.errno == errno.EADDRINUSE:
+            why = "the port is in use (by another collector?); --port chooses another"
+        raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {why}") from exc
 
 
 class ServerThread:
@@ -74,7 +88,10 @@ class ServerThread:
         self.url = ""
 
     def start(self) -> ServerThread:
-        """Open the store, bind, and return once the collector listens (raise if it cannot)."""
+        """Bind, open the store, and return once the collector listens (raise if it cannot).
+
+        Its threads block SIGINT/SIGTERM, so those reach the main thread and wake it.
+        """
         if self._auth.token is None and not is_loopback(self._host):
             log.warning(
                 "serving %s without a token: anyone who can reach it may read and write; "
@@ -84,12 +101,30 @@ class ServerThread:
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
         notify = load_config(self._notify_path)  # so does one in the notifications file
         playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
-        self._store = Store(self._store_path)
+        self._sock = _bind(self._host, self._port)  # a taken port leaves the store untouched
         try:
-            self._sock = _bind(self._host, self._port)
-        except OSError:
-            self._store.close()
+            self._store = Store(self._store_path)
+        except BaseException:
+            self._sock.close()
             raise
+        with _signals_for_main_thread_only():
+            self._serve(notify, playbooks)
+        return self
+
+    def start_or_elsewhere(self, say: Callable[[str], object]) -> ServerThread:
+        """Start on the configured port or, when another program has it, on a free one (said)."""
+        try:
+            return self.start()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or self._port == 0:
+                raise
+        taken, self._port = self._port, 0
+        self.start()
+        say(f"port {taken} is in use; the collector listens on {self.url} instead")
+        return self
+
+    def _serve(self, notify: NotifyConfig | None, playbooks: Playbooks | None) -> None:
+        """Run the app over the bound socket and the open store in the server thread."""
         app = create_app(
             self._store,
             auth=self._auth,
@@ -117,7 +152,6 @@ class ServerThread:
             raise RuntimeError(f"the collector on {self._host} failed to start (see the log)")
         host, port = self._sock.getsockname()[:2]
         self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-        return self
 
     def request_stop(self) -> None:
         """Ask the server to shut down (safe from a signal handler); ``stop`` waits for it."""
@@ -130,6 +164,11 @@ class ServerThread:
         """Wait until the server has shut down."""
         if self._thread is not None:
             self._thread.join()
+
+    def serve_until_stopped(self) -> None:
+        """Wait until SIGINT or SIGTERM (or ``request_stop``) has shut the server down."""
+        with _stop_on_signals(self.request_stop):
+            self.join()
 
     def stop(self) -> None:
         """Shut down gracefully: finish requests, drain the ingest queue, compact, close store."""
@@ -215,8 +254,7 @@ def serve(
         notify=notify,
     )
     with _stop_on_signals(server.request_stop):
-        with _signals_for_main_thread_only():
-            server.start()
+        server.start()
         try:
             out(f"stepwatch collector listening on {server.url}")
             if ready is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -33,11 +34,20 @@ _OPEN: set[str] = set()
 _OPEN_LOCK = threading.Lock()
 
 
+def _lock_holder(message: str) -> int | None:
+    """The PID DuckDB names when another process holds the file's lock ("... (PID 123)")."""
+    found = re.search(r"lock.*\(PID (\d+)\)", message, re.IGNORECASE | re.DOTALL)
+    return int(found.group(1)) if found else None
+
+
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     """Open and check the file, turning DuckDB's errors into a StoreError that says what."""
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error as e:
+        if (holder := _lock_holder(str(e))) is not None:
+            message = f"store {path} is in use by another process (PID {holder})"
+            raise StoreError(message, holder) from e
         hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
         raise StoreError(f"cannot open store {path}{hint}: {e}") from e
     try:
