@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 import stepwatch
 from stepwatch.cli import main
+from stepwatch.detect import read_alerts
 from stepwatch.model import Run
 from stepwatch.store import Store
 from stepwatch.wire import decode_json
@@ -105,10 +107,99 @@ def test_rules_check_accepts_a_good_file_and_points_at_a_mistake(tmp_path: Path)
     )
     bad = tmp_path / "bad.yaml"
     bad.write_text(good.read_text().replace("shift: 0.3", "shfit: 0.3"))
-    result = CliRunner().invoke(main, ["rules", "check", str(good)])
-    assert result.exit_code == 0 and f"{good}: 2 rules OK" in result.output
+    one = tmp_path / "one.yaml"
+    one.write_text(good.read_text().split("      - alert: step_time_regression")[0])
+    result = CliRunner().invoke(main, ["rules", "check", str(good), str(one)])
+    assert result.exit_code == 0
+    assert result.output == f"{good}: 2 rules OK\n{one}: 1 rule OK\n"
     result = CliRunner().invoke(main, ["rules", "check", str(good), str(bad)])
     assert result.exit_code == 1
     assert f"{bad}:9: groups[0].rules[1].detector.shfit: detector 'cusum' takes no parameter" in (
         result.output
     )
+
+
+def test_rules_check_reports_every_mistake_of_a_file_in_line_order(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "groups:\n  - name: g\n    rules:\n"
+        "      - alert: hot\n"
+        "        severity: urgent\n"  # line 5, met after the detector below
+        "        signal: {metric: gpu.temp_c, by: [node]}\n"
+        "        detector: {type: cusum, shfit: 0.3}\n"  # line 7
+        "      - alert: cold\n"
+        "        signal: {metric: gpu.temp_c, by: [node]}\n"
+        "        threshold: below 10\n"  # line 10
+    )
+    result = CliRunner().invoke(main, ["rules", "check", str(bad)])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"{bad}:5: groups[0].rules[0].severity: expected one of info, warning, critical, "
+        "got 'urgent'",
+        f"{bad}:7: groups[0].rules[0].detector.shfit: detector 'cusum' takes no parameter 'shfit'",
+        f"{bad}:10: groups[0].rules[1].threshold: expected a comparison like '> 80', '< 1e-7' "
+        "or '& 0x60' (any of these bits), got 'below 10'",
+    ]
+
+
+def _store_with_nans(path: Path) -> None:
+    """Run r1 whose loss reaches 3 and then NaN, and whose gradient norm turns NaN; run r2."""
+    samples = [
+        {"name": name, "labels": {"run": "r1"}, "ts": 10.0 + step, "step": step, "value": value}
+        for name, values in (("loss", [1.0, 3.0, "NaN"]), ("grad_norm", [1.0, 1.0, "NaN"]))
+        for step, value in enumerate(values)
+    ]
+    samples.sort(key=lambda s: s["ts"])
+    body = json.dumps({"source": "s", "seq": 0, "samples": samples}).encode()
+    with Store(path) as store:
+        store.upsert_run(Run(id="r1", start=1.0))
+        store.upsert_run(Run(id="r2", start=2.0))
+        store.apply([decode_json(body)])
+
+
+SITE_RULES = """\
+groups:
+  - name: training
+    rules:
+      - alert: nonfinite_loss
+        kind: loss_not_a_number
+        signal: {metric: train.loss, by: [run]}
+        detector: nonfinite
+        severity: info
+  - name: site
+    rules:
+      - alert: loss_high
+        signal: {metric: train.loss, by: [run]}
+        threshold: "> 2"
+"""
+
+
+def test_replay_rules_add_to_the_builtin_pack_like_the_collector(tmp_path: Path) -> None:
+    _store_with_nans(tmp_path / "s.duckdb")
+    rules = tmp_path / "site.yaml"
+    rules.write_text(SITE_RULES)
+    out = tmp_path / "alerts.jsonl"
+    args = ["replay", str(tmp_path / "s.duckdb"), "--run", "r1", "--rules", str(rules)]
+    result = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    found = {(a.extra["rule"], a.extra["severity"]) for a in read_alerts(out)}
+    assert found == {
+        ("nonfinite_loss", "info"),  # the file's rule replaced the built-in critical one
+        ("nonfinite_grad_norm", "critical"),  # the rest of the built-in pack still runs
+        ("loss_high", "warning"),  # and the file's own rule was added
+    }
+    assert "3 alerts from 6 samples" in result.output
+
+
+def test_replay_of_a_store_without_run_names_the_runs_it_holds(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    _store_with_nans(store)
+    result = CliRunner().invoke(main, ["replay", str(store), "--out", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {store}: a store holds many runs; name one (--run) of its 2 runs: r2, r1\n"
+    )
+    result = CliRunner().invoke(main, ["replay", str(store), "--run", "r9", "--score"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: {store}: no run 'r9' in this store; its 2 runs: r2, r1\n"
+    assert not (tmp_path / "a.jsonl").exists()

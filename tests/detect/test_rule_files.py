@@ -1,4 +1,5 @@
-"""Rule files over a base set: added rules, replaced rules, and noticing a change."""
+"""Rule files over a base set: added rules, replaced rules, noticing a change, and every
+mistake of a file reported at once."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stepwatch.detect import DETECTORS, RuleError, RuleFiles, parse_rules
+from stepwatch.detect import DETECTORS, RuleError, RuleFiles, load_rules, parse_rules
 
 BASE = """\
 groups:
@@ -69,3 +70,39 @@ def test_changed_reports_each_modification_once(tmp_path: Path) -> None:
     assert files.changed()
     site.unlink()
     assert files.changed()
+
+
+#: Three mistakes; checking meets them in another order than their lines (the policies
+#: section is read after the groups, a rule's severity after its detector).
+THREE_MISTAKES = """\
+policies:
+  observe_only: maybe
+groups:
+  - name: g
+    rules:
+      - alert: hot
+        severity: urgent
+        signal: {metric: gpu.temp_c}
+        detector: {type: cusum, shfit: 0.3}
+      - alert: cold
+        signal: {metric: gpu.temp_c, by: [node]}
+        threshold: "< 10"
+"""
+
+
+def test_every_mistake_of_a_file_is_reported_in_line_order(tmp_path: Path) -> None:
+    path = tmp_path / "three.yaml"
+    path.write_text(THREE_MISTAKES)
+    with pytest.raises(RuleError) as raised:
+        load_rules(path, DETECTORS)
+    expected = [
+        f"{path}:2: policies.observe_only: expected true or false, got 'maybe'",
+        f"{path}:7: groups[0].rules[0].severity: expected one of info, warning, critical, "
+        "got 'urgent'",
+        f"{path}:9: groups[0].rules[0].detector.shfit: detector 'cusum' takes no parameter 'shfit'",
+    ]
+    assert [str(p) for p in raised.value.problems] == expected
+    assert str(raised.value) == "\n".join(expected)  # what the server prints when it refuses
+    assert raised.value.line == 2
+    with pytest.raises(RuleError, match="observe_only"):  # the running collector's reload too
+        RuleFiles([path]).load()

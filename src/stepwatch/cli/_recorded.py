@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     pass
 
 from ._base import (
+    _clear_rule_errors,
     _store_option,
     main,
 )
@@ -26,7 +27,9 @@ def rules() -> None:
 @rules.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def rules_check(files: tuple[Path, ...]) -> None:
-    """Validate rule FILES: each mistake is reported as file:line: field: what was expected."""
+    """Validate rule FILES: every mistake is reported as file:line: field: what was expected,
+    in line order."""
+    from .._text import plural
     from ..detect import DETECTORS, RuleError, load_rules
 
     failed = False
@@ -34,10 +37,10 @@ def rules_check(files: tuple[Path, ...]) -> None:
         try:
             count = len(load_rules(path, DETECTORS))
         except RuleError as exc:
-            click.echo(str(exc), err=True)
+            click.echo(str(exc), err=True)  # a line a mistake
             failed = True
         else:
-            click.echo(f"{path}: {count} rules OK")
+            click.echo(f"{path}: {plural(count, 'rule')} OK")
     if failed:
         sys.exit(1)
 
@@ -70,10 +73,11 @@ def rules_test(files: tuple[Path, ...]) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--rules",
-    "rules_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Rule file [default: the built-in pack].",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Rule file added to the built-in pack, as the collector's --rules: a rule of the "
+    "same group and name replaces the built-in one (repeatable).",
 )
 @click.option(
     "--out",
@@ -91,7 +95,7 @@ def rules_test(files: tuple[Path, ...]) -> None:
 )
 def replay(
     paths: tuple[Path, ...],
-    rules_path: Path | None,
+    rule_paths: tuple[Path, ...],
     out_path: Path | None,
     run_id: str | None,
     score_alerts: bool,
@@ -101,12 +105,12 @@ def replay(
 
     from rich.progress import Progress
 
+    from .._text import plural
     from ..detect import (
-        DETECTORS,
-        RuleError,
+        RecordingError,
+        RuleFiles,
         builtin_rules,
         describe,
-        load_rules,
         score,
         to_record,
         write_alerts,
@@ -115,25 +119,25 @@ def replay(
 
     if out_path is None and not score_alerts:
         raise click.UsageError("give --out FILE, --score, or both")
-    try:
-        rules = load_rules(rules_path, DETECTORS) if rules_path else builtin_rules()
-    except RuleError as exc:
-        raise click.ClickException(str(exc)) from None
-    total = sum(describe(p, run=run_id).samples for p in paths)
+    with _clear_rule_errors():
+        rules = RuleFiles(rule_paths, base=builtin_rules()).load()  # what the collector runs
     records = []
-    started = time.perf_counter()
-    with Progress(transient=True) as progress:
-        task = progress.add_task("replaying", total=total)
-        for path in paths:
-            advance = lambda n: progress.advance(task, n)  # noqa: E731
-            records += [
-                to_record(a) for a in replay_run(path, rules, run=run_id, on_samples=advance)
-            ]
+    try:
+        total = sum(describe(p, run=run_id).samples for p in paths)
+        started = time.perf_counter()
+        with Progress(transient=True) as progress:
+            task = progress.add_task("replaying", total=total)
+            for path in paths:
+                advance = lambda n: progress.advance(task, n)  # noqa: E731
+                alerts = replay_run(path, rules, run=run_id, on_samples=advance)
+                records += [to_record(a) for a in alerts]
+    except RecordingError as exc:
+        raise click.ClickException(str(exc)) from None
     elapsed = time.perf_counter() - started
     if out_path is not None:
         write_alerts(out_path, records)
     click.echo(
-        f"{len(records)} alerts from {total:,} samples in {elapsed:.1f} s "
+        f"{plural(len(records), 'alert')} from {total:,} samples in {elapsed:.1f} s "
         f"({total / max(elapsed, 1e-9):,.0f} samples/s)" + (f" -> {out_path}" if out_path else "")
     )
     if score_alerts:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from .._text import plural
 from ..model import NO_STEP, Event, SampleBatch, SeriesKey
 from ..store import Store, StoreError
 
@@ -39,6 +40,8 @@ _CSV_TYPES = {
 }
 _SEP = "\x1f"
 _ALL_EVENTS = 2**62
+#: Runs a message about a store names at most.
+_RUNS_NAMED = 10
 
 
 class RecordingError(ValueError):
@@ -120,17 +123,30 @@ def _planned_steps(path: Path) -> int | None:
 def _open_store(source: Path | Store, run: str | None) -> AbstractContextManager[Store]:
     """The store holding the run: opened here from a path (closed on exit) or the caller's."""
     path = source.path if isinstance(source, Store) else source
-    if run is None:
-        raise RecordingError(f"{path}: a store file holds many runs; name one")
     try:
         store = source if isinstance(source, Store) else Store(path)
     except StoreError as e:
         raise RecordingError(f"{path}: {e}") from e
-    if store.get_run(run) is None and not store.series(match={"run": run}):
+    if run is None or (store.get_run(run) is None and not store.series(match={"run": run})):
+        error = _no_such_run(path, store, run)
         if store is not source:
             store.close()
-        raise RecordingError(f"{path}: no run {run!r} in this store")
+        raise error
     return nullcontext(store) if store is source else store
+
+
+def _no_such_run(path: Path, store: Store, run: str | None) -> RecordingError:
+    """What to say when no run or an unknown one was asked of a store: the runs it holds."""
+    ids = dict.fromkeys(r.id for r in store.list_runs())  # newest first, then runs of series
+    ids |= dict.fromkeys(sorted({r for s in store.series() if (r := s.key.label("run"))}))
+    if not ids:
+        return RecordingError(f"{path}: this store holds no runs")
+    more = len(ids) - _RUNS_NAMED
+    named = ", ".join(list(ids)[:_RUNS_NAMED]) + (f" and {more} more" if more > 0 else "")
+    held = f"{plural(len(ids), 'run')}: {named}"
+    if run is None:
+        return RecordingError(f"{path}: a store holds many runs; name one (--run) of its {held}")
+    return RecordingError(f"{path}: no run {run!r} in this store; its {held}")
 
 
 def _check_columns(path: Path, names: Iterable[str]) -> list[str]:
