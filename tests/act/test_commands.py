@@ -179,6 +179,20 @@ def test_unknown_runs_and_commands_are_404(server: Any) -> None:
         assert ack.status_code == 404 and "unknown command" in ack.json()["error"]
 
 
+@pytest.mark.parametrize("status", ["finished", "failed", "killed"])
+def test_a_command_for_a_run_that_ended_is_a_409_and_nothing_is_queued(
+    server: Any, status: str
+) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        make_run(client)
+        assert client.post("/api/v1/runs/r1/finish", json={"status": status}).is_success
+        reply = client.post("/api/v1/runs/r1/commands", json={"action": "stop"})
+        assert reply.status_code == 409
+        assert reply.json() == {"error": f"run 'r1' is {status}: it takes no more commands"}
+        assert client.get("/api/v1/runs/r1/commands").json() == []
+        assert client.get("/api/v1/events", params={"kind": AUDIT_EVENT}).json() == []
+
+
 def test_commands_survive_a_restart_of_the_collector(server: Any) -> None:
     with httpx.Client(base_url=server.url, timeout=10) as client:
         make_run(client)

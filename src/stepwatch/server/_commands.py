@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..act import CommandBook, CommandError
+from ..model import Run, RunStatus
 from ..store import Store
 from ._errors import ApiError
 from ._event_log import EventLog
@@ -45,16 +46,21 @@ class _Commands:
     def __init__(self, book: CommandBook, store: Store, log: EventLog) -> None:
         self.book, self.store, self.log = book, store, log
 
-    def _known(self, run_id: str) -> None:
-        if self.store.get_run(run_id) is None:
+    def _known(self, run_id: str) -> Run:
+        run = self.store.get_run(run_id)
+        if run is None:
             raise ApiError(404, f"unknown run {run_id!r}")
+        return run
 
     async def issue(self, run_id: str, body: CommandIn) -> JSON:
-        """Queue a command; 400 for an unknown action or bad arguments (nothing is queued)."""
+        """Queue a command; 400 for an unknown action or bad arguments, 409 for a run that has
+        ended and will never poll again (nothing is queued)."""
         return await run_in_threadpool(self._issue, run_id, body)
 
     def _issue(self, run_id: str, body: CommandIn) -> JSON:
-        self._known(run_id)
+        run = self._known(run_id)
+        if run.status != RunStatus.RUNNING:
+            raise ApiError(409, f"run {run_id!r} is {run.status}: it takes no more commands")
         try:
             command, events = self.book.issue(
                 run_id, body.action, body.args, by=body.by, reason=body.reason
