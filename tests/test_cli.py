@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -61,18 +62,29 @@ def test_sync_uploads_an_offline_run(server, tmp_path: Path) -> None:
             run.log({"loss": float(i)}, step=i)
     result = CliRunner().invoke(main, ["sync", str(tmp_path), "--server", server.url])
     assert result.exit_code == 0, result.output
+    assert re.fullmatch(
+        r"sent \d+ batch(es)? \(50 samples\) of 1 run; nothing left to send\n", result.output
+    ), result.output
     with httpx.Client(base_url=server.url, timeout=5) as client:
         (series,) = client.get("/api/v1/series", params={"run": "offline-1"}).json()
         raw = client.get("/api/v1/query/raw", params={"series": series["id"]}).json()
     assert raw["value"] == [float(i) for i in range(50)]
 
 
-def test_sync_to_an_unreachable_collector_exits_non_zero(tmp_path: Path) -> None:
+def test_sync_to_an_unreachable_collector_says_why_and_exits_non_zero(
+    tmp_path: Path, port: int
+) -> None:
     with stepwatch.init(run_id="offline-2", dir=tmp_path) as run:
         run.log({"loss": 1.0}, step=0)
-    args = ["sync", str(tmp_path), "--server", "http://127.0.0.1:9", "--timeout", "1"]
+    dead = f"http://127.0.0.1:{port}"  # nobody listens there
+    args = ["sync", str(tmp_path), "--server", dead, "--timeout", "1"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
+    assert re.fullmatch(
+        r"Error: sent 0 batches \(0 samples\) of 1 run; 1 batch left: "
+        rf"server {dead} unreachable \(connection refused\) after \d\.\d s\n",
+        result.output,
+    ), result.output
 
 
 def test_sigterm_stops_the_demo_as_cleanly_as_ctrl_c(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ def test_offline_spool_round_trips_through_sync(server: Any, tmp_path: Path) -> 
     result = sync(tmp_path, server.url)
     assert (result.runs, result.batches, result.rejected, result.unsent) == (2, 8, 0, 0)
     assert result.samples == 8 * STEPS_PER_BATCH
+    assert result.ok
+    assert result.describe() == "sent 8 batches (32 samples) of 2 runs; nothing left to send"
     rank1 = raw(server.url, "r-off", 1)
     assert rank1["step"] == list(range(12))
     expected: list[Any] = [i * 0.5 + 1 for i in range(12)]
@@ -87,6 +90,11 @@ def test_sync_with_a_refused_token_stops_at_once_and_keeps_everything(tmp_path: 
         assert (
             result.error is not None and "401" in result.error and "STEPWATCH_TOKEN" in result.error
         )
+        assert not result.ok
+        assert (
+            result.describe()
+            == f"sent 0 batches (0 samples) of 1 run; 4 batches left: {result.error}"
+        )
         again = sync(tmp_path, collector.url, token="s3cret")
         assert (again.batches, again.unsent, again.error) == (4, 0, None)
 
@@ -96,6 +104,7 @@ def test_sync_twice_uploads_nothing_new(server: Any, tmp_path: Path) -> None:
     assert sync(tmp_path / "r-twice", server.url).batches == 2
     again = sync(tmp_path / "r-twice", server.url)
     assert (again.runs, again.batches, again.unsent) == (1, 0, 0)
+    assert again.describe() == "sent 0 batches (0 samples) of 1 run; nothing left to send"
     assert raw(server.url, "r-twice", 0)["step"] == list(range(8))
 
 
@@ -106,3 +115,31 @@ def test_unreachable_collector_leaves_everything_unsent(tmp_path: Path) -> None:
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     result = sync(tmp_path, dead, timeout_s=0.2, backoff=Backoff(base_s=0.01, cap_s=0.05))
     assert (result.runs, result.batches, result.unsent) == (1, 0, 4)
+    assert not result.ok
+    said = re.fullmatch(
+        r"sent 0 batches \(0 samples\) of 1 run; 4 batches left: server (\S+) unreachable "
+        r"\(connection refused\) after (\d\.\d) s",
+        result.describe(),
+    )
+    assert said is not None, result.describe()
+    assert said.group(1) == dead and 0.0 < float(said.group(2)) <= 0.3
+
+
+def test_a_collector_answering_try_later_or_rejecting_is_said_in_words(tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-busy", sources=1, batches=3, status="finished")
+    quick = Backoff(base_s=0.01, cap_s=0.05)
+    with FakeCollector() as collector:
+        collector.faults.fail_next = 10_000
+        busy = sync(tmp_path, collector.url, timeout_s=0.2, backoff=quick)
+        assert (busy.batches, busy.unsent) == (0, 3)
+        assert re.fullmatch(
+            rf"sent 0 batches \(0 samples\) of 1 run; 3 batches left: server {collector.url} "
+            r"still failing after \d\.\d s: .*: the collector answered 503, will retry",
+            busy.describe(),
+        ), busy.describe()
+        collector.faults.fail_next, collector.faults.reject_seqs = 0, {1}
+        picky = sync(tmp_path, collector.url, backoff=quick)
+    assert (picky.batches, picky.rejected, picky.unsent, picky.ok) == (2, 1, 0, False)
+    assert picky.describe() == (
+        "sent 2 batches (8 samples) of 1 run; 1 batch rejected by the collector (logged above)"
+    )

@@ -159,8 +159,6 @@ def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None
     from ..spool import sync as sync_spool
 
     result = sync_spool(path, server_url, token=token, timeout_s=timeout)
-    click.echo(f"synced {result}")
-    if result.error:
-        click.echo(f"Error: {result.error}", err=True)
-    if result.rejected or result.unsent:
-        sys.exit(1)
+    if not result.ok:
+        raise click.ClickException(result.describe())
+    click.echo(result.describe())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from .._text import plural
 from ._backoff import Backoff
 from ._http import AuthError, Connect, HttpClient, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
@@ -27,15 +28,37 @@ class SyncResult:
     samples: int = 0
     rejected: int = 0
     unsent: int = 0
-    #: Why sending stopped early (the collector refused the token), else None.
+    #: Why sending stopped with batches left (the collector refused the token, or could not be
+    #: reached in time), else None.
     error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Everything was sent and taken."""
+        return not (self.rejected or self.unsent or self.error)
+
+    def describe(self) -> str:
+        """What was sent and, when something was left, why it stopped: what `sync` prints."""
+        if not self.runs:
+            return "found no runs to send"
+        batches = lambda n: plural(n, "batch", "batches")  # noqa: E731
+        said = f"sent {batches(self.batches)} ({plural(self.samples, 'sample')}) of "
+        said += plural(self.runs, "run")
+        if self.rejected:
+            said += f"; {batches(self.rejected)} rejected by the collector (logged above)"
+        if self.unsent:
+            return f"{said}; {batches(self.unsent)} left: {self.error or 'not sent'}"
+        if self.error:
+            return f"{said}; {self.error}"
+        return said if self.rejected else f"{said}; nothing left to send"
 
 
 @dataclass(slots=True)
 class _Retrier:
     """Retries a call on TransportError with backoff until a shared deadline.
 
-    A refused token ends every retry at once: waiting will not fix it.
+    A refused token ends every retry at once: waiting will not fix it. ``failure`` is the last
+    error not followed by a success: why sending stopped.
     """
 
     backoff: Backoff
@@ -43,6 +66,7 @@ class _Retrier:
     monotonic: Callable[[], float]
     sleep: Callable[[float], None]
     refused: str | None = None
+    failure: TransportError | None = None
 
     def expired(self) -> bool:
         return self.refused is not None or self.monotonic() >= self.deadline
@@ -54,15 +78,32 @@ class _Retrier:
             except AuthError as exc:
                 self.refused = str(exc)
                 return False
-            except TransportError:
+            except TransportError as exc:
+                self.failure = exc
                 delay = self.backoff.next()
                 if self.monotonic() + delay >= self.deadline:
                     return False
                 self.sleep(delay)
                 continue
             self.backoff.reset()
+            self.failure = None
             return True
         return False
+
+
+def _why_stopped(server: str, retry: _Retrier, elapsed_s: float) -> str:
+    """Why batches were left, in words: "server URL unreachable (connection refused) after
+    60 s"."""
+    if retry.refused is not None:
+        return retry.refused
+    after = f"after {elapsed_s:.1f} s" if elapsed_s < 10 else f"after {elapsed_s:.0f} s"
+    cause = retry.failure.__cause__ if retry.failure is not None else None
+    if isinstance(cause, OSError):  # nothing answered: refused, timed out, unknown host...
+        reason = (cause.strerror or str(cause) or type(cause).__name__).lower()
+        return f"server {server} unreachable ({reason}) {after}"
+    if retry.failure is not None:  # it answered, but "try later" every time
+        return f"server {server} still failing {after}: {retry.failure}"
+    return f"out of time {after}"
 
 
 def _is_run_dir(path: Path) -> bool:
@@ -114,11 +155,11 @@ def sync(
     run_dirs = _run_dirs(Path(path))
     client = HttpClient(server, token, connect=connect)
     stats = ShipStats()
-    retry = _Retrier(backoff or Backoff(), monotonic() + timeout_s, monotonic, sleep)
+    started = monotonic()
+    retry = _Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
     try:
         unsent = sum(_sync_run(d, client, stats, retry) for d in run_dirs)
     finally:
         client.close()
-    return SyncResult(
-        len(run_dirs), stats.batches, stats.samples, stats.rejected, unsent, retry.refused
-    )
+    why = _why_stopped(server, retry, monotonic() - started) if unsent else retry.refused
+    return SyncResult(len(run_dirs), stats.batches, stats.samples, stats.rejected, unsent, why)
