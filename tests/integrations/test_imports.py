@@ -31,6 +31,42 @@ def test_frameworks_load_only_with_their_integration() -> None:
     }
 
 
+ATTRIBUTES = """
+import json, sys
+import stepwatch
+frameworks = ("torch", "transformers", "lightning", "pytorch_lightning")
+before = sorted(m for m in frameworks if m in sys.modules)
+reached = {
+    "control": stepwatch.torch.control.__module__,
+    "huggingface": stepwatch.integrations.huggingface.StepwatchCallback.__module__,
+    "lightning": stepwatch.integrations.lightning.StepwatchCallback.__module__,
+    "pytorch_lightning": stepwatch.integrations.pytorch_lightning.StepwatchCallback.__module__,
+}
+try:
+    stepwatch.integrations.tensorflow
+except AttributeError as exc:
+    reached["missing"] = str(exc)
+print(json.dumps({"before": before, "reached": reached, "dir": "torch" in dir(stepwatch)}))
+"""
+
+
+def test_integrations_are_attributes_after_import_stepwatch_alone() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", ATTRIBUTES], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == {
+        "before": [],
+        "reached": {
+            "control": "stepwatch.torch._control",
+            "huggingface": "stepwatch.integrations.huggingface",
+            "lightning": "stepwatch.integrations.lightning",
+            "pytorch_lightning": "stepwatch.integrations.pytorch_lightning",
+            "missing": "module 'stepwatch.integrations' has no attribute 'tensorflow'",
+        },
+        "dir": True,
+    }
+
+
 def test_exported_names() -> None:
     import stepwatch.integrations as integrations
     import stepwatch.integrations.huggingface as huggingface
