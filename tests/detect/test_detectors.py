@@ -400,3 +400,28 @@ def test_cusum_skips_non_positive_values() -> None:
 def test_bad_parameters_are_rejected(make: Callable[[], Detector]) -> None:
     with pytest.raises(ValueError):
         make()
+
+
+WARMS = {
+    "robust_z": 30,
+    "cusum": 30,
+    "iqr": 25,
+    "rise": 20,
+    "plateau": 300,
+    "share": 50.0,
+    "trend": 300.0,
+}
+
+
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_a_detector_says_it_is_warming_up_until_it_can_judge(name: str) -> None:
+    detector = DETECTORS[name]()
+    if name not in WARMS:  # judges from the first sample
+        assert detector.warming_up() is None
+        return
+    start = detector.warming_up()
+    assert start is not None and (start.seen, start.needed) == (0, WARMS[name])
+    detector.update(TS[:3], NOISE[:3])
+    assert detector.warming_up() is not None and 0 < detector.warming_up().seen < WARMS[name]  # type: ignore[union-attr]
+    detector.update(TS[3:], NOISE[3:])
+    assert detector.warming_up() is None

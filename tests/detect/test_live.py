@@ -418,3 +418,40 @@ def test_alerts_left_firing_by_a_previous_life_are_resolved_at_start(recorder: R
     assert {(a.id, a.state, a.reason) for a in closed} == {
         (a.id, "resolved", "collector restarted") for a in left
     }
+
+
+# ---- warming up ---------------------------------------------------------------------------
+
+WARMING = """\
+groups:
+  - name: g
+    rules:
+      - alert: spike
+        signal: {metric: loss, by: [run]}
+        detector: {type: robust_z, warmup: 10}
+      - alert: hot
+        signal: {metric: loss, by: [run]}
+        threshold: "> 80"
+"""
+
+
+def test_rules_whose_detectors_have_no_baseline_yet_say_how_far_they_are(
+    started: list[LiveDetector], recorder: Recorder, tmp_path: Path
+) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(WARMING)
+    live = _live(started, RuleFiles([path]), recorder)
+    assert live.warming_up() == []  # nothing seen: nothing to judge yet
+    live.feed([_batch("loss", {"run": "r"}, [1.0, 2.0, 3.0, 4.0], [2.0, 2.1, 1.9, 2.0])])
+    live.flush()
+    (spike,) = live.warming_up()  # a threshold needs no baseline
+    assert (spike["rule"], spike["labels"], spike["seen"], spike["needed"]) == (
+        "spike",
+        {"run": "r"},
+        4,
+        10,
+    )
+    assert spike["text"] == "warming up, 4 of 10 samples"
+    live.feed([_batch("loss", {"run": "r"}, [5.0 + i for i in range(6)], [2.0] * 6)])
+    live.flush()
+    assert live.warming_up() == []

@@ -89,6 +89,8 @@ def test_a_nan_loss_is_listed_and_streamed(
     stats = api.get("/api/v1/alerts/stats").json()
     assert stats["samples"] == 8 and stats["transitions"] == 4
     assert stats["rules"] > 10 and stats["dropped"] == stats["errors"] == 0
+    warming = {(w["rule"], w["labels"]["run"], w["seen"], w["needed"]) for w in stats["warming_up"]}
+    assert ("loss_spike", "r1", 4, 8) in warming  # the NaN is no baseline
 
 
 def test_alerts_filter_by_state_kind_and_run(

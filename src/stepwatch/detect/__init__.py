@@ -3,7 +3,7 @@ lifecycle, silences and inhibition, and reading recorded runs for replay."""
 
 from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
-from ._base import Detector, Direction, Verdict
+from ._base import Detector, Direction, Verdict, Warmup
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, IqrFence, NonFinite, RobustZ, Share, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
@@ -124,6 +124,7 @@ __all__ = [
     "TrendSlope",
     "TrendVerdict",
     "Verdict",
+    "Warmup",
     "alert_id",
     "builtin_rules",
     "check_template",

@@ -41,6 +41,19 @@ class BaselineVerdict(Verdict):
 V = TypeVar("V", bound=Verdict)
 
 
+@dataclass(frozen=True, slots=True)
+class Warmup:
+    """A detector still gathering the baseline it judges against: ``seen`` of the ``needed``
+    samples (or seconds of data, ``unit`` "s"); until then it says nothing, and should say so."""
+
+    seen: float
+    needed: float
+    unit: str = "samples"
+
+    def text(self) -> str:
+        return f"warming up, {self.seen:g} of {self.needed:g} {self.unit}"
+
+
 class Detector(ABC):
     """Validates a batch, hides non-finite samples from the maths and round-trips its state.
 
@@ -69,6 +82,10 @@ class Detector(ABC):
     @abstractmethod
     def _score(self, ts: Floats, value: Floats) -> Verdict:
         """The detector's maths over a validated batch (finite values unless told otherwise)."""
+
+    def warming_up(self) -> Warmup | None:
+        """How far the baseline is while the detector cannot judge yet; None once it can."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the next batch depends on, as JSON-ready numbers and lists (no parameters)."""

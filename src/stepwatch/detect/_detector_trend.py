@@ -14,6 +14,7 @@ from stepwatch.detect._base import (
     Direction,
     Floats,
     Verdict,
+    Warmup,
     check_direction,
     decayed_cumsum,
     directed,
@@ -101,6 +102,10 @@ class TrendSlope(Detector):
             level=level,
             time_to_target_s=due,
         )
+
+    def warming_up(self) -> Warmup | None:
+        seen = 0.0 if math.isnan(self.t_first) else self._last_ts - self.t_first
+        return Warmup(round(seen, 1), self.warmup_s, "s") if seen < self.warmup_s else None
 
     def _time_to_target(self, slope: Floats, level: Floats) -> Floats:
         if self.target is None:
@@ -190,6 +195,9 @@ class Plateau(Detector):
             )
         return Verdict(score, full & real & stopped)
 
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self._span) if self.count < self._span else None
+
 
 def _below_spikes(value: Floats, floor: Floats, span: int) -> Bools:
     """Which samples a fit of the trend should use: not those of a spike and its tail.
@@ -277,3 +285,6 @@ class Rise(Detector):
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(np.isfinite(smooth), smooth / np.abs(best) - 1.0, np.nan)
         return BaselineVerdict(score, score >= self.rise, np.where(np.isfinite(best), best, np.nan))
+
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self._warmup) if self.count < self._warmup else None

@@ -14,6 +14,7 @@ from stepwatch.detect._base import (
     Direction,
     Floats,
     Verdict,
+    Warmup,
     check_direction,
     directed,
     ewm_before,
@@ -132,6 +133,9 @@ class RobustZ(Detector):
         score = np.where(warm, directed(z, self.direction), np.nan)
         return BaselineVerdict(score, warm & (score >= self.z), level)
 
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self.warmup) if self.count < self.warmup else None
+
 
 def _robust_z(
     x: Floats, weight: Floats, decay: Floats, state: Floats
@@ -201,6 +205,9 @@ class Cusum(Detector):
         score = np.where(live, score, np.nan)
         return BaselineVerdict(score, live & (score >= self.threshold), np.exp(ref))
 
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self.warmup) if self.count < self.warmup else None
+
 
 def _cusum(step: Floats, start: float) -> Floats:
     """``g_j = max(0, g_{j-1} + step_j)`` from ``g = start``, as the walk minus its running min."""
@@ -245,6 +252,10 @@ class Share(Detector):
         self.ring_ts, self.ring_hit = all_ts[keep], hits[keep]
         full = ts - self.t_first >= self.window_s
         return BaselineVerdict(share, full & (share >= self.share), np.full(ts.shape, self.level))
+
+    def warming_up(self) -> Warmup | None:
+        seen = 0.0 if math.isnan(self.t_first) else self._last_ts - self.t_first
+        return Warmup(round(seen, 1), self.window_s, "s") if seen < self.window_s else None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The window holds as many samples as it holds: its length is free."""
@@ -296,3 +307,7 @@ class IqrFence(Detector):
         signed = np.where(value >= q3, above, np.where(value <= q1, -below, 0.0))
         score = np.where(enough & (iqr > 0), directed(signed, self.direction), np.nan)
         return Verdict(score, score >= self.k)
+
+    def warming_up(self) -> Warmup | None:
+        seen = int(np.isfinite(self.ring).sum())
+        return Warmup(seen, self.warmup) if seen < self.warmup else None

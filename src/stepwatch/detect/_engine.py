@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model import Event, SampleBatch, SeriesKey
 from ._absence import Absence, AbsenceFinding
-from ._base import Detector
+from ._base import Detector, Warmup
 from ._dedup import Dedup
 from ._lifecycle import AlertState, Lifecycle, Transition
 from ._registry import DETECTORS
@@ -340,6 +340,17 @@ class Engine:
             key = (rule.kind, tuple(sorted({**entity, **dict(rule.labels)}.items())))
             counts[key] = counts.get(key, 0) + 1
         return counts
+
+    def warming_up(self) -> list[tuple[Rule, dict[str, str], Warmup]]:
+        """The rules and entities whose detectors still gather the baseline they judge by."""
+        return [
+            (b.rule, b.entity, warmup)
+            for bindings in self._routes.values()
+            for b in bindings
+            if isinstance(b, _Binding)
+            and b.detector is not None
+            and (warmup := b.detector.warming_up()) is not None
+        ]
 
     def firing(self, kind: str, labels: Mapping[str, str]) -> bool:
         """Whether a rule holds an alert of this kind about this entity firing now."""

@@ -207,6 +207,28 @@ class LiveDetector:
         """Wait until everything fed so far is processed, held samples included."""
         self._call(lambda: self._release(force=True), timeout)
 
+    def warming_up(self, timeout: float | None = 30.0) -> list[dict[str, Any]]:
+        """The rules that cannot judge an entity yet, and how far their baseline is: an alert
+        that cannot fire yet should not pass for a run with nothing wrong."""
+        return list(self._call(self._warming_up, timeout))
+
+    def _warming_up(self) -> list[dict[str, Any]]:
+        found = self._now_engine.warming_up() + self._ordered_engine.warming_up()
+        rows = [
+            {
+                "group": rule.group,
+                "rule": rule.alert,
+                "kind": rule.kind,
+                "labels": labels,
+                "seen": w.seen,
+                "needed": w.needed,
+                "unit": w.unit,
+                "text": w.text(),
+            }
+            for rule, labels, w in found
+        ]
+        return sorted(rows, key=lambda r: (r["group"], r["rule"], sorted(r["labels"].items())))
+
     def open_alerts(self) -> list[LiveAlert]:
         """The alerts firing now, as this detector knows them."""
         return list(self._call(lambda: list(self._open.values()), 30.0))

@@ -98,10 +98,14 @@ class _Alerts:
         )
 
     def stats(self) -> JSON:
-        """Detection's own health: samples seen, waiting, skipped, raised in time, failures."""
+        """Detection's own health: samples seen, waiting, skipped, raised in time, failures,
+        and the rules still warming up (per entity: how much baseline they have)."""
         live = self.detection.live
         counts = dataclasses.asdict(live.stats)
-        return JSON({"rules": len(live.rules), "queued": live.queued, **counts})
+        warming = live.warming_up()
+        return JSON(
+            {"rules": len(live.rules), "queued": live.queued, **counts, "warming_up": warming}
+        )
 
     async def stream(self, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""
