@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..detect import Label
 from ._hardware import GPU_MEM_TOTAL_BYTES, HardwareSample
 from ._shape import TrainingShape
-from ._training import StepMetrics, rng_for
+from ._training import StepMetrics, TrainingSim, rng_for
 
 __all__ = ["FAULT_KINDS", "OOM_LINE", "Fault", "FaultPlan", "PlacedFault"]
 
@@ -45,7 +45,9 @@ NO_DURATION = ("log_oom", "node_down")
 STRAGGLER_FACTOR = 1.5
 #: A loss spike adds this share of the loss at its peak, decaying over the spike's steps.
 SPIKE_HEIGHT = 1.0
-#: A diverging loss grows by this share of itself per step after the fault begins.
+#: A diverging loss stops falling and grows by this share of its level at the fault's first step
+#: per step (were it only to grow on top of the healthy fall, a divergence in the first minutes
+#: would hide behind the steep early fall for hundreds of steps).
 DIVERGENCE_PER_STEP = 0.001
 #: A failing fan: the GPU heats from THERMAL_FROM_C at THERMAL_RATE_C_S to THERMAL_MAX_C.
 THERMAL_FROM_C, THERMAL_RATE_C_S, THERMAL_MAX_C = 70.0, 0.1, 93.0
@@ -178,6 +180,7 @@ class FaultPlan:
         # Per fault that edits steps: (first step, its start, the last step's start) touched.
         self._touched: dict[int, tuple[int, float, float]] = {}
         self._down_at: dict[int, float] = {}
+        self._trend = TrainingSim(shape).loss_trend  # the healthy loss, without its noise
         for a in self._active:
             if a.kind == "node_down":
                 self._down_at[a.node] = min(a.at, self._down_at.get(a.node, math.inf))
@@ -252,7 +255,8 @@ class FaultPlan:
                 decay = math.exp(-4 * since / a.steps) if a.steps else 0.0
                 train["train.loss"] *= 1 + SPIKE_HEIGHT * decay
             elif a.kind == "loss_divergence":
-                train["train.loss"] *= 1 + DIVERGENCE_PER_STEP * since
+                stalled = float(self._trend(first) / self._trend(m.step))
+                train["train.loss"] *= stalled * (1 + DIVERGENCE_PER_STEP * since)
             elif a.kind == "straggler":
                 m = _slow_rank(m, a.rank, STRAGGLER_FACTOR)
                 train["train.tokens_per_s"] = m.train["train.tokens_per_s"]
