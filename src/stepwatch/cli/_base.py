@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import click
 
 if TYPE_CHECKING:
-    pass
+    from ..store import StoreError
 
 __all__ = ["DEFAULT_STORE", "main"]
 
@@ -75,13 +76,55 @@ def main() -> None:
 
 @contextmanager
 def _clear_errors() -> Iterator[None]:
-    """A missing GPU or a bad option value is one line for the user, not a traceback."""
+    """A store or port another process holds, a missing GPU or program, a bad option value:
+    one line for the user (and the exit code the error asks for), not a traceback."""
     from ..collect import GpuUnavailable
+    from ..store import StoreError
 
     try:
         yield
-    except (GpuUnavailable, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except StoreError as exc:
+        raise click.ClickException(_with_readers(exc)) from None
+    except (GpuUnavailable, ValueError, OSError) as exc:
+        error = click.ClickException(str(exc))
+        error.show()
+        raise SystemExit(getattr(exc, "exit_code", error.exit_code)) from None
+
+
+def _with_readers(exc: StoreError) -> str:
+    """A store another process holds: which collector that is, and how to read it meanwhile."""
+    if exc.holder is None:
+        return str(exc)
+    url = _listening_url(exc.holder)
+    api = f"that collector's API (--server {url})" if url else "its collector's API (--server URL)"
+    return f"{exc}: read it through {api}, or copy the file (and its .wal) and open the copy"
+
+
+def _listening_url(pid: int) -> str | None:
+    """The HTTP address process ``pid`` listens on (a collector does), if it listens at all."""
+    import psutil
+
+    try:
+        sockets = psutil.Process(pid).net_connections(kind="inet")
+    except psutil.Error:
+        return None
+    for sock in sockets:
+        if sock.status == psutil.CONN_LISTEN:
+            host, port = sock.laddr[:2]
+            host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+            return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return None
+
+
+def _server_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--server`` must be a URL: a bare ``host:port`` is refused, not guessed at."""
+    parts = urlsplit(value or "")
+    if value is None or (parts.scheme in ("http", "https") and parts.netloc):
+        return value
+    guess = f" (did you mean http://{value}?)" if "://" not in value else ""
+    raise click.ClickException(
+        f"--server {value}: a collector URL starts with http:// or https://{guess}"
+    )
 
 
 @contextmanager
@@ -103,6 +146,7 @@ def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
         envvar="STEPWATCH_SERVER",
         default="http://127.0.0.1:7070",
         show_default=True,
+        callback=_server_url,
         help="Collector URL (env STEPWATCH_SERVER).",
     )(fn)
 

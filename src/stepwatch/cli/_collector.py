@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     pass
 
 from ._base import (
+    _clear_errors,
     _clear_rule_errors,
     _notify_option,
     _rules_option,
@@ -51,7 +52,7 @@ def server(
     """Run the collector: ingest, store, detection, query API and web page."""
     from ..server import serve
 
-    with _clear_rule_errors():
+    with _clear_rule_errors(), _clear_errors():
         serve(
             store_path,
             host=host,
@@ -141,5 +142,5 @@ def demo(
         )
         return
     stop = threading.Event()
-    with _stop_on_sigterm(stop), _clear_rule_errors():
+    with _stop_on_sigterm(stop), _clear_rule_errors(), _clear_errors():
         run_demo(config, out=click.echo, stop=stop)

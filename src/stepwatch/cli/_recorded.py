@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     pass
 
 from ._base import (
+    _clear_errors,
     _clear_rule_errors,
     _store_option,
     main,
@@ -166,7 +167,7 @@ def export_parquet(run_id: str, store_path: Path, out_path: Path | None) -> None
     """Write every sample of RUN to a Parquet file (one row a sample)."""
     from ..store import Store
 
-    with Store(store_path) as store:
+    with _clear_errors(), Store(store_path) as store:
         if store.get_run(run_id) is None:
             raise click.ClickException(f"no run {run_id!r} in {store_path}")
         written = store.export_parquet(run_id, out_path or Path(f"{run_id}.parquet"))
