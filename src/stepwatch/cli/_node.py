@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 from ._base import (
     _clear_errors,
+    _server_url,
     _stop_on_sigterm,
     _store_option,
     main,
@@ -28,6 +29,7 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             "--server",
             envvar="STEPWATCH_SERVER",
             default=None,
+            callback=_server_url,
             help="Collector URL (env STEPWATCH_SERVER).",
         ),
         click.option("--token", envvar="STEPWATCH_TOKEN", default=None),
@@ -80,12 +82,16 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
+    """The agent's options, refused in one line when a ``--pid`` or ``--log`` cannot be there."""
     from ..collect import AgentOptions
 
     fields = {k: v for k, v in given.items() if v is not None}
     fields["interval_s"] = fields.pop("interval")
     fields["scrape_interval_s"] = fields.pop("scrape_interval")
-    return AgentOptions(run_id=run_id, **fields)
+    options = AgentOptions(run_id=run_id, **fields)
+    with _clear_errors():
+        options.check_targets()
+    return options
 
 
 @main.command()
@@ -118,6 +124,11 @@ def agent(run_id: str | None, duration: float | None, **given: Any) -> None:
 @click.option("--project", default="default", show_default=True)
 @click.option("--run-id", envvar="STEPWATCH_RUN_ID", default=None)
 @_store_option(help="Store of the collector started when no --server is given.")
+@click.option(
+    "--keep-serving",
+    is_flag=True,
+    help="After the command, the collector started for it serves on until Ctrl-C.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     command: tuple[str, ...],
@@ -125,19 +136,32 @@ def run(
     project: str,
     run_id: str | None,
     store_path: Path,
+    keep_serving: bool,
     **given: Any,
 ) -> None:
-    """Run COMMAND (after --) as a watched run: `stepwatch run -- torchrun ... train.py`."""
+    """Run COMMAND (after --) as a watched run: `stepwatch run -- torchrun ... train.py`.
+
+    Without --server it starts a collector on port 7070 (a free one if 7070 is taken).
+    """
     from ..launch import Launch, launch
 
+    if keep_serving and given["server"]:
+        raise click.ClickException("--keep-serving is for the collector started without --server")
     options = _agent_settings(run_id, **given)
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with _clear_errors():
         outcome = launch(
-            Launch(command, agent=options, project=project, name=name, store_path=store_path),
+            Launch(
+                command,
+                agent=options,
+                project=project,
+                name=name,
+                store_path=store_path,
+                keep_serving=keep_serving,
+            ),
             say=say,
         )
-    say(f"stepwatch: run {outcome.run_id} {outcome.status}")
+    say(outcome.closing())
     sys.exit(outcome.exit_code)
 
 
@@ -148,6 +172,7 @@ def run(
     "server_url",
     envvar="STEPWATCH_SERVER",
     required=True,
+    callback=_server_url,
     help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
 )
 @click.option("--token", envvar="STEPWATCH_TOKEN", default=None)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
 from ..spool import NODE_SPOOL
@@ -49,6 +51,18 @@ class AgentOptions:
     paths: Sequence[Path] = ()
     pids: Sequence[int] = ()
     heartbeat_s: float = 5.0
+
+    def check_targets(self) -> None:
+        """ValueError for a target given by mistake: a pid no process has, a log file in a
+        directory that does not exist. A log file not there yet is fine (it is waited for)."""
+        for pid in self.pids:
+            if not psutil.pid_exists(pid):
+                raise ValueError(f"--pid {pid}: no such process")
+        for path in self.logs:
+            if path.is_dir():
+                raise ValueError(f"--log {path}: a directory, not a log file")
+            if not path.parent.is_dir():
+                raise ValueError(f"--log {path}: no directory {path.parent} to watch it in")
 
 
 def build_sources(options: AgentOptions, say: Callable[[str], object]) -> list[Source]:

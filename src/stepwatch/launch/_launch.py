@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,18 +22,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
+from urllib.parse import quote
 
 from ..collect import Agent, AgentOptions, HostSource, OutputPump, open_agent
 from ..model import Event, RunStatus
 from ..model import Run as RunRecord
 from ..spool import write_run
 
-__all__ = ["Launch", "Outcome", "launch"]
+__all__ = ["CommandNotFound", "Launch", "Outcome", "launch", "run_link"]
 
 #: Signals passed on to the command (it runs in its own process group, so it hears them once).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long to wait for output after the command exits (a grandchild may hold the pipe open).
 PUMP_TIMEOUT_S = 10.0
+#: Where the collector started for the run listens when it can: `stepwatch server`'s port, so
+#: the run's link is the same when the store is served again.
+COLLECTOR_PORT = 7070
+
+
+class CommandNotFound(ValueError):
+    """The command cannot be run; ``exit_code`` is a shell's: 127 not found, 126 not runnable."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(slots=True)
@@ -44,6 +58,8 @@ class Launch:
     name: str = ""
     store_path: Path = Path("stepwatch.duckdb")
     finish_timeout_s: float = 30.0
+    #: After the command, the collector started for it serves on until SIGINT/SIGTERM.
+    keep_serving: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +71,8 @@ class Outcome:
     status: str
     returncode: int | None
     signal: int | None
+    #: The store of the collector started for the run; None when the run went to a given one.
+    store: Path | None = None
 
     @property
     def exit_code(self) -> int:
@@ -62,6 +80,31 @@ class Outcome:
         if self.signal is not None:
             return 128 + self.signal
         return self.returncode if self.returncode is not None else 1
+
+    def closing(self) -> str:
+        """The last word: how the run ended, and how to look at it (again)."""
+        ended = f"stepwatch: run {self.run_id} {self.status}"
+        if self.store is None:
+            return f"{ended}: {run_link(self.server, self.run_id)}"
+        again = run_link(f"http://127.0.0.1:{COLLECTOR_PORT}", self.run_id)
+        serve = f"stepwatch server --store {shlex.quote(str(self.store))}"
+        return f"{ended}; to look at it again: {serve}, then open {again}"
+
+
+def run_link(server: str, run_id: str) -> str:
+    """The dashboard's overview of one run (its hash route)."""
+    return f"{server}/#/overview?run={quote(run_id)}"
+
+
+def _check_runnable(program: str) -> None:
+    """Refuse a command as a shell would, before a collector, a run or a file is made."""
+    if shutil.which(program) is not None:
+        return
+    if os.sep not in program:
+        raise CommandNotFound(f"{program}: command not found", 127)
+    if not os.path.exists(program):
+        raise CommandNotFound(f"{program}: no such file", 127)
+    raise CommandNotFound(f"{program}: not an executable file", 126)
 
 
 def _new_run_id(wall: float) -> str:
@@ -137,21 +180,31 @@ def launch(
     say: Callable[[str], object] = print,
     wall: Callable[[], float] = time.time,
 ) -> Outcome:
-    """Run ``launch.command`` as a recorded run; return how it ended."""
-    options = launch.agent
-    collector = None
-    if not options.server:
-        from ..server import ServerThread  # only when no collector was given
+    """Run ``launch.command`` as a recorded run; return how it ended.
 
-        collector = ServerThread(launch.store_path).start()
-        say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")
-        options = dataclasses.replace(options, server=collector.url)
-    options = dataclasses.replace(options, run_id=options.run_id or _new_run_id(wall()))
-    try:
+    CommandNotFound, before anything starts, when the command cannot be run.
+    """
+    _check_runnable(launch.command[0])
+    options = launch.agent
+    if options.server:
+        options = dataclasses.replace(options, run_id=options.run_id or _new_run_id(wall()))
         return _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
+    from ..server import ServerThread  # only when no collector was given
+
+    collector = ServerThread(launch.store_path, port=COLLECTOR_PORT).start_or_elsewhere(say)
+    try:
+        say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")
+        options = dataclasses.replace(
+            options, server=collector.url, run_id=options.run_id or _new_run_id(wall())
+        )
+        outcome = _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
+        if launch.keep_serving:
+            link = run_link(collector.url, outcome.run_id)
+            say(f"stepwatch: run {outcome.run_id} {outcome.status}; serving {link} until Ctrl-C")
+            collector.serve_until_stopped()
     finally:
-        if collector is not None:
-            collector.stop()
+        collector.stop()
+    return dataclasses.replace(outcome, store=launch.store_path)
 
 
 def _record(
@@ -171,7 +224,7 @@ def _record(
     )
     write_run(options.spool_root / record.id, record)
     agent = open_agent(options, run=record, say=say).start()
-    say(f"stepwatch: run {record.id} on {options.server}/#run={record.id}")
+    say(f"stepwatch: run {record.id} on {run_link(str(options.server), record.id)}")
     try:
         status, code, sig = _run_command(
             launch, agent, out or sys.stdout.buffer, err or sys.stderr.buffer
