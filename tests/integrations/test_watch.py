@@ -14,7 +14,7 @@ import stepwatch
 import stepwatch.torch as swt
 from stepwatch.torch import Host, Watcher, watch
 
-from .conftest import FakeClock, RecordingRun, tiny_model, train_step
+from .conftest import FakeClock, RecordingRun, stored, tiny_model, train_step
 
 
 def by_hand_norm(model: torch.nn.Module) -> float:
@@ -287,3 +287,31 @@ def test_a_wrapped_optimizer_is_hooked_through_its_inner_one() -> None:
     with watch(model, Wrapper(), run):  # type: ignore[arg-type]
         train_step(model, inner)
     assert run.series("train.lr") == {0: 0.1}
+
+
+def test_a_loss_logged_without_step_lands_on_the_step_in_progress(
+    server: Any, tmp_path: Path
+) -> None:
+    model = tiny_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 1)
+    losses: dict[int, float] = {}
+    run = stepwatch.init(run_id="r-steps", server=server.url, dir=tmp_path, heartbeat_s=None)
+    with run, watch(model, optimizer, run, start_step=10):
+        run.log({"warmup_flag": 1.0})  # before the first step: the start step
+        for step in range(10, 14):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(inputs), targets)
+            loss.backward()
+            run.log({"loss_before_step": loss})  # between forward and optimizer.step()
+            optimizer.step()
+            run.log({"loss": loss})  # after optimizer.step(): still this step
+            losses[step] = loss.detach().item()
+            with torch.no_grad():
+                model(inputs)  # an evaluation forward does not start the next step
+            run.log({"loss": loss}, step=step + 100)  # an explicit step wins
+    got = stored(server.url, "train.loss", "r-steps")
+    assert got == {**losses, **{s + 100: v for s, v in losses.items()}}
+    assert sorted(stored(server.url, "loss_before_step", "r-steps")) == [10, 11, 12, 13]
+    assert stored(server.url, "warmup_flag", "r-steps") == {10: 1.0}
+    assert sorted(stored(server.url, "train.grad_norm", "r-steps")) == [10, 11, 12, 13]

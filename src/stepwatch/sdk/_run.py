@@ -99,6 +99,9 @@ class Run:
         if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
             write_run(self.spool_dir.parent, self._record)
         self._timer = StepTimer(self._log_timed, perf_clock)
+        #: The step ``log()`` records at when given none: ``watch()`` keeps it at the optimizer
+        #: step in progress; None (the default) records such samples without a step.
+        self.current_step: int | None = None
         self._cache: dict[object, int] = {}
         self._label_caches: dict[tuple[tuple[str, object], ...], dict[object, int]] = {}
         self._finish_lock = threading.Lock()
@@ -140,7 +143,8 @@ class Run:
         Args:
             data: metric names (``loss`` means ``train.loss``) to numbers: int,
                 float, numpy scalars or one-element tensors; NaN and Inf are kept.
-            step: the optimizer step, or None for samples without one.
+            step: the optimizer step; None: ``current_step`` (the step in progress
+                under ``watch()``), or no step outside it.
             labels: extra labels for these samples (added to the run's).
         """
         if self.finished:
@@ -161,7 +165,10 @@ class Run:
                 sid = self._intern(cache, key, labels)
             series.append(sid)
             values.append(value if type(value) is float else as_float(key, value))
-        stamp = NO_STEP if step is None else as_step(step)
+        if step is None:
+            stamp = NO_STEP if self.current_step is None else self.current_step
+        else:
+            stamp = as_step(step)
         self._pipeline.append(series, values, self._wall(), stamp)
 
     def _labels_cache(self, labels: Mapping[str, object]) -> dict[object, int]:

@@ -48,6 +48,7 @@ class Watcher:
         if log_every < 1 or (ratio_every is not None and ratio_every < 1) or start_step < 0:
             raise ValueError("log_every and ratio_every must be >= 1, start_step >= 0")
         self.run, self.step, self.closed = run, int(start_step), False
+        run.current_step = self.step  # what run.log() without step= records at
         self._optimizer = _hookable(optimizer)
         self._tokens, self._log_every, self._ratio_every = tokens_per_step, log_every, ratio_every
         self._device = device if device is not None else device_of(model)
@@ -72,8 +73,10 @@ class Watcher:
         return self.step % self._log_every == 0
 
     def _on_forward(self, module: torch.nn.Module, args: object) -> None:
+        """A training forward starts (or continues) step ``self.step``: logs go there from now."""
         if module.training and torch.is_grad_enabled():
             self._timeline.begin()
+            self.run.current_step = self.step
 
     def _on_clip(self, params: list[torch.Tensor], norm_type: float, total: torch.Tensor) -> None:
         if self._leader and self._logged() and norm_type == 2.0:
@@ -163,6 +166,10 @@ def watch(
     norm is reused (the norm before clipping); otherwise the norm is computed once
     before the step. A ``clip_grad_norm_`` imported by name before ``watch()`` was
     called is not seen, and the norm recorded is then the clipped one.
+
+    ``run.log()`` without ``step=`` records at the step in progress: the one whose
+    training forward came last (so a loss logged after ``optimizer.step()`` joins
+    that step), ``start_step`` before the first.
 
     Do not also wrap steps in ``run.step()``: both would record the step times.
     Optimizers that run a closure inside ``step()`` (LBFGS, Lightning) are not
