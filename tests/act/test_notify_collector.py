@@ -117,3 +117,34 @@ def test_a_mistake_in_the_file_stops_the_collector_before_it_opens(tmp_path: Pat
     assert result.exit_code != 0
     assert f"{notify}:3: {BAD_AT}" in result.output
     assert not store.exists()
+
+
+def test_finishing_a_run_resolves_its_alerts_and_notifies_the_resolution(
+    tmp_path: Path, hook: Recorder, collector_factory: Any, loss_doc: Any, eventually: Any
+) -> None:
+    notify = tmp_path / "notify.yaml"
+    notify.write_text(
+        "receivers:\n"
+        "  - {name: hook, type: webhook, url: '" + hook.url + "/alerts'}\n"
+        "route: {receiver: hook, group_wait: 0s, group_interval: 1s}\n"
+    )
+    server = collector_factory(extra_args=("--notify", str(notify)))
+    assert httpx.post(f"{server.url}/api/v1/runs", json={"id": "r1"}).status_code == 200
+    doc = loss_doc(1, "r1", [2.0, "NaN", "NaN"], T0)  # still NaN: nothing in the data resolves it
+    assert httpx.post(f"{server.url}/api/v1/ingest", json=doc).status_code == 200
+    (fired,) = hook.wait_for(1)
+    assert json.loads(fired.body)["status"] == "firing"
+    finish = {"status": "finished", "end": T0 + 10}
+    assert httpx.post(f"{server.url}/api/v1/runs/r1/finish", json=finish).status_code == 200
+    assert httpx.get(f"{server.url}/api/v1/alerts", params={"run": "r1"}).json() == []
+    (listed,) = httpx.get(f"{server.url}/api/v1/alerts", params={"state": "resolved"}).json()
+    assert (listed["kind"], listed["ts"], listed["reason"]) == (
+        "nonfinite",
+        T0 + 10,
+        "run finished",
+    )
+    shown = CliRunner().invoke(main, ["alerts", "--server", server.url, "--state", "firing"])
+    assert shown.exit_code == 0 and "nonfinite" not in shown.output
+    resolved = json.loads(hook.wait_for(2)[-1].body)
+    assert resolved["status"] == "resolved"
+    assert [a["id"] for a in resolved["alerts"]] == [listed["id"]]

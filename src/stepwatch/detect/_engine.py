@@ -341,6 +341,14 @@ class Engine:
             counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def forget_run(self, run: str) -> None:
+        """Drop a run that ended: its series say nothing more, so their state is dead weight,
+        and an alert of theirs still held open here would never resolve."""
+        self._routes = {k: v for k, v in self._routes.items() if dict(k.labels).get("run") != run}
+        self._divisors = {k: v for k, v in self._divisors.items() if dict(k[1]).get("run") != run}
+        self._groups = {k: g for k, g in self._groups.items() if g.scope.get("run") != run}
+        self._dedup.firing = self._firing()
+
     def warming_up(self) -> list[tuple[Rule, dict[str, str], Warmup]]:
         """The rules and entities whose detectors still gather the baseline they judge by."""
         return [

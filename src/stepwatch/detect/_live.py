@@ -207,6 +207,20 @@ class LiveDetector:
         """Wait until everything fed so far is processed, held samples included."""
         self._call(lambda: self._release(force=True), timeout)
 
+    def finish_run(self, run: str, ts: float, timeout: float | None = 30.0) -> list[LiveAlert]:
+        """Resolve the alerts of a run that ended at ``ts`` (no data will resolve them now),
+        after everything fed before; its detector state is dropped. Returns them resolved."""
+        return list(self._call(lambda: self._finish_run(run, ts), timeout))
+
+    def _finish_run(self, run: str, ts: float) -> list[LiveAlert]:
+        self._release(force=True)  # the run's last samples may still change its alerts
+        for engine in (self._now_engine, self._ordered_engine):
+            engine.forget_run(run)
+        ended = [self._closed(a, ts, "run finished") for a in self._open.values()]
+        ended = [a for a in ended if a.labels.get("run") == run]
+        self._publish(ended)
+        return ended
+
     def warming_up(self, timeout: float | None = 30.0) -> list[dict[str, Any]]:
         """The rules that cannot judge an entity yet, and how far their baseline is: an alert
         that cannot fire yet should not pass for a run with nothing wrong."""

@@ -130,7 +130,7 @@ def create_app(
     app.include_router(ingest_router(writer, max_body_bytes, clock))
     app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
     app.include_router(stream_router(streams))
-    app.include_router(runs_router(store, clock))
+    app.include_router(runs_router(store, clock, detection.finish_run))
     app.include_router(commands_router(detection.commands, store, detection.log))
     app.include_router(alerts_router(detection))
     app.include_router(silences_router(detection.silences))

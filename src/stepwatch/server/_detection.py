@@ -3,6 +3,7 @@ what a previous life of the collector left in the store."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from ..act import (
@@ -24,6 +25,7 @@ from ..detect import (
     RuleFiles,
     SilenceBook,
 )
+from ..model import Run
 from ..store import Store
 from ._alert_stream import AlertStreams
 from ._event_log import EventLog
@@ -35,6 +37,8 @@ __all__ = ["ACK_EVENT", "Detection", "latest_alerts"]
 ACK_EVENT = "alert_ack"
 #: How many of the newest events of one kind the collector reads back (alerts, silences).
 HISTORY = 100_000
+
+log = logging.getLogger("stepwatch.server")
 
 
 def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
@@ -108,6 +112,22 @@ class Detection:
             lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
+
+    def finish_run(self, run: Run) -> None:
+        """Resolve a finished run's alerts: those of its detectors (notified like any other
+        resolution) and those its training code raised itself; answers once they are stored."""
+        end = self.clock() if run.end is None else run.end
+        try:
+            closed = {a.id for a in self.live.finish_run(run.id, end)}
+        except TimeoutError:
+            log.warning("detection is behind: run %s's alerts resolve once it catches up", run.id)
+            return
+        left = [
+            a.but(state=AlertState.RESOLVED, ts=max(a.ts, end), reason="run finished")
+            for a in latest_alerts(self.store, run.id).values()
+            if a.state == AlertState.FIRING and a.id not in closed
+        ]
+        self.log.write([a.to_event() for a in left])  # after the detector's, in order
 
     def start(self) -> None:
         self.streams.open()

@@ -65,11 +65,15 @@ def merge_run(existing: Run | None, update: RunIn, new_id: str, now: float) -> R
 
 
 class _Runs:
-    """The runs routes over a store; ``clock`` dates runs created without a start."""
+    """The runs routes over a store; ``clock`` dates runs created without a start, and
+    ``finished`` hears of each run that ends (its alerts resolve)."""
 
-    def __init__(self, store: Store, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: Store, clock: Callable[[], float], finished: Callable[[Run], None]
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.finished = finished
 
     def upsert(self, run: RunIn) -> JSON:
         """Create a run (an id is generated when missing) or update the fields given."""
@@ -90,18 +94,23 @@ class _Runs:
         return JSON(_run_json(run))
 
     def finish(self, run_id: str, body: FinishIn) -> JSON:
-        """Mark a run finished, failed or killed."""
+        """Mark a run finished, failed or killed; its open alerts are resolved."""
         try:
-            return JSON(_run_json(self.store.finish_run(run_id, body.status, end=body.end)))
+            run = self.store.finish_run(run_id, body.status, end=body.end)
         except KeyError:
             raise ApiError(404, f"unknown run {run_id!r}") from None
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
+        self.finished(run)
+        return JSON(_run_json(run))
 
 
-def runs_router(store: Store, clock: Callable[[], float]) -> APIRouter:
-    """The runs routes over ``store``; ``clock`` dates runs created without a start."""
-    runs = _Runs(store, clock)
+def runs_router(
+    store: Store, clock: Callable[[], float], finished: Callable[[Run], None] = lambda run: None
+) -> APIRouter:
+    """The runs routes over ``store``; ``clock`` dates runs created without a start;
+    ``finished`` is told of each run that ends."""
+    runs = _Runs(store, clock, finished)
     router = APIRouter(prefix="/api/v1/runs")
     router.add_api_route("", runs.upsert, methods=["POST"])
     router.add_api_route("", runs.list_runs, methods=["GET"])
