@@ -3,6 +3,7 @@ and a token: request, list, approve, reject, and the audit trail of each step.""
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import sys
@@ -17,7 +18,10 @@ from click.testing import CliRunner, Result
 from stepwatch.cli import main
 
 TOKEN = "s3cret"
-WRITE_ARGS = "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[2:]))"
+WRITE_ARGS = (
+    "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[2:])); "
+    "print('cordoned', sys.argv[3]); print('careful', file=sys.stderr)"
+)
 
 
 def _cli(*args: str) -> Result:
@@ -48,6 +52,11 @@ def _requested(result: Result) -> str:
     match = re.match(r"action ([0-9a-f]{16}) pending: ", result.output)
     assert match, result.output
     return match.group(1)
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of one line of a table."""
+    return [cell.strip() for cell in row.split("│")[1:-1]]
 
 
 def _state(collector: Any, action_id: str) -> dict[str, Any]:
@@ -97,6 +106,62 @@ def test_approve_and_reject_from_the_command_line(collector: Any, out: Path) -> 
     approvals = _client(collector, "audit", "--action", "approval")
     assert "5 audit records" in trail.output and "2 audit records" in approvals.output
     assert "playbook" not in approvals.output
+    (row,) = [line for line in approvals.output.splitlines() if "reject cordon" in line]
+    assert _cells(row)[1:] == [
+        "approval",
+        "carol",
+        "reject cordon",
+        "rejected",
+        "node=n2 run=r1",
+        "no",
+    ]
+
+
+def test_actions_show_tells_the_whole_story(collector: Any) -> None:
+    first = _requested(_client(collector, "actions", "run", "cordon", "node=n1", "run=r1"))
+    pending = _client(collector, "actions", "show", first)
+    assert pending.exit_code == 0, pending.output
+    lines = pending.output.splitlines()
+    assert lines[0] == f"action {first}: cordon on node=n1 run=r1"
+    assert lines[1] == "state:     pending"
+    assert lines[2].startswith("command:   ") and lines[2].endswith(" cordon n1")
+    assert re.fullmatch(rf"requested: by {getpass.getuser()}, .+ \((now|\d+s ago)\)", lines[3])
+    assert lines[4] == f"decided:   not yet: stepwatch actions approve {first} (or reject)"
+    assert lines[-2:] == ["stdout: (nothing)", "stderr: (nothing)"]
+
+    _client(collector, "actions", "approve", first, "--by", "bob", "--comment", "drain first")
+    assert _state(collector, first)["state"] == "ok"
+    done = _client(collector, "actions", "show", first).output.splitlines()
+    assert re.fullmatch(r"state:     ok, exit 0 after \d+\.\d\d s", done[1]), done[1]
+    assert done[4] == "decided:   by bob: drain first"
+    assert done[-4:] == ["stdout, its end:", "  cordoned n1", "stderr, its end:", "  careful"]
+    unknown = _client(collector, "actions", "show", "0123456789abcdef")
+    assert unknown.exit_code == 1
+    assert unknown.output == (
+        "Error: GET /api/v1/actions/0123456789abcdef: HTTP 404: unknown action '0123456789abcdef'\n"
+    )
+
+
+def test_actions_and_audit_as_json_are_the_apis_objects(collector: Any) -> None:
+    first = _requested(_client(collector, "actions", "run", "cordon", "node=n1", "run=r1"))
+    listed = _client(collector, "actions", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    api = httpx.get(f"{collector.url}/api/v1/actions", headers=collector.headers).json()
+    assert json.loads(listed.output) == api and [a["id"] for a in api] == [first]
+    trail = _client(collector, "audit", "--json")
+    assert trail.exit_code == 0, trail.output
+    records = httpx.get(f"{collector.url}/api/v1/audit", headers=collector.headers).json()
+    assert json.loads(trail.output) == records
+    assert [(r["what"], r["result"]) for r in records] == [("request cordon", "pending")]
+
+
+def test_audit_refuses_an_unknown_action_kind_naming_the_known_ones(collector: Any) -> None:
+    result = _client(collector, "audit", "--action", "approvals")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: Invalid value for --action: 'approvals' is not one of notify, command, "
+        "approval, playbook, policy"
+    )
 
 
 def test_a_playbook_outside_the_allow_list_is_refused_by_the_cli(collector: Any) -> None:
@@ -105,3 +170,10 @@ def test_a_playbook_outside_the_allow_list_is_refused_by_the_cli(collector: Any)
     assert "HTTP 403" in result.output and "not in the allow-list" in result.output
     bad = _client(collector, "actions", "run", "cordon", "n1")
     assert bad.exit_code == 2 and "key=value" in bad.output
+    trail = _client(collector, "audit")
+    (row,) = [line for line in trail.output.splitlines() if "reboot_all" in line]
+    assert _cells(row)[4:] == [
+        "refused",
+        "node=n1",
+        "playbook 'reboot_all' is not in the allow-list",
+    ]

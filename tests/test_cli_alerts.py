@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import time
 from pathlib import Path
@@ -55,20 +57,55 @@ def _hot_gpu(collector: Any) -> None:
     raise AssertionError(f"no alert came:\n{collector.log()}")
 
 
+def _local_minute(ts: float) -> str:
+    """How a time reads in the tables: local, to the minute, with its zone."""
+    return dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of one line of a table."""
+    return [cell.strip() for cell in row.split("│")[1:-1]]
+
+
 def test_alerts_lists_what_a_rule_file_of_the_collector_raised(collector: Any) -> None:
     _hot_gpu(collector)
     result = _cli("alerts", "--server", collector.url, "--token", TOKEN)
     assert result.exit_code == 0, result.output
-    assert "1 alerts" in result.output
+    assert result.output.startswith("1 alert ")
     (row,) = [line for line in result.output.splitlines() if "gpu_thermal" in line]
-    assert "firing" in row and "critical" in row and "node=n3" in row
-    assert "GPU 1 of n3 at 91.5 C" in row
+    _, state, severity, kind, labels, since, summary = _cells(row)
+    assert (state, severity, kind) == ("firing", "critical", "gpu_thermal")
+    assert labels == "gpu=1 node=n3 run=r1" and summary == "GPU 1 of n3 at 91.5 C"
+    assert re.fullmatch(rf"{_local_minute(101.0)} \(\d+d \d\dh ago\)", since), since
     result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--state", "resolved")
-    assert result.exit_code == 0 and "0 alerts" in result.output
+    assert result.exit_code == 0 and result.output.startswith("0 alerts ")
     result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--group-by", "kind,node")
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.output.splitlines() if "kind=gpu_thermal" in line]
-    assert "node=n3" in row and "critical" in row and "1 groups" in result.output
+    assert "node=n3" in row and "critical" in row and result.output.startswith("1 group ")
+
+
+def test_alerts_as_json_are_the_apis_objects(collector: Any) -> None:
+    _hot_gpu(collector)
+    server = ("--server", collector.url, "--token", TOKEN)
+    result = _cli("alerts", *server, "--json")
+    assert result.exit_code == 0, result.output
+    api = httpx.get(f"{collector.url}/api/v1/alerts", headers=collector.headers).json()
+    assert json.loads(result.output) == api and len(api) == 1
+    grouped = _cli("alerts", *server, "--group-by", "kind", "--json")
+    assert grouped.exit_code == 0, grouped.output
+    (group,) = json.loads(grouped.output)
+    assert group["labels"] == {"kind": "gpu_thermal"} and group["alerts"] == api
+
+
+def test_grouping_by_a_label_no_alert_has_is_refused(collector: Any) -> None:
+    _hot_gpu(collector)
+    result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--group-by", "kind,nod")
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (
+        "Error: Invalid value for --group-by: no alert has the label 'nod'; "
+        "group by kind, severity or their labels: gpu, node, run"
+    )
 
 
 def test_alerts_without_the_token_fails_with_the_collectors_reason(collector: Any) -> None:
@@ -91,9 +128,13 @@ def test_silence_add_list_and_expire(collector: Any) -> None:
         *server,
     )
     assert added.exit_code == 0, added.output
-    match = re.search(r"silence (\w+) until", added.output)
-    assert match is not None
+    match = re.fullmatch(
+        r"silence (\w+) until (.+) \(in 2h 00m\): node=n3 kind=~gpu_.*\n", added.output
+    )
+    assert match is not None, added.output
     silence_id = match.group(1)
+    (made,) = httpx.get(f"{collector.url}/api/v1/silences", headers=collector.headers).json()
+    assert match.group(2) == _local_minute(made["ends"])  # a time people read, not an epoch
     listed = _cli("silence", "list", *server)
     assert listed.exit_code == 0
     (row,) = [line for line in listed.output.splitlines() if silence_id in line]

@@ -3,18 +3,35 @@ trail and the `top` terminal view."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
-
-if TYPE_CHECKING:
-    pass
 
 from ._base import (
     _client,
     _client_options,
     main,
 )
+
+
+def _json_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--json``: the API's objects as a JSON array, for scripts, instead of a table."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print the API's objects as a JSON array."
+    )(fn)
+
+
+def _show(found: Sequence[Any], as_json: bool, table: Callable[[Sequence[Any]], Any]) -> None:
+    """The API's objects as a JSON array (``--json``), else as a table."""
+    if as_json:
+        import json
+
+        click.echo(json.dumps(list(found), indent=2))
+    else:
+        from rich.console import Console
+
+        Console().print(table(found))
 
 
 @main.command()
@@ -29,8 +46,11 @@ from ._base import (
 @click.option("--kind", default=None, help="Only alerts of this anomaly kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
-    "--group-by", default=None, help="Group by these labels (e.g. kind,run): a row per group."
+    "--group-by",
+    default=None,
+    help="Group by kind, severity or labels (e.g. kind,run): a row per group.",
 )
+@_json_option
 def alerts(
     server_url: str,
     token: str | None,
@@ -39,18 +59,20 @@ def alerts(
     kind: str | None,
     limit: int,
     group_by: str | None,
+    as_json: bool,
 ) -> None:
     """List the collector's alerts (latest state of each), newest first, or their groups."""
-    from rich.console import Console
-
-    from ..server._alerts_client import alert_groups_table, alerts_table
+    from ..server._alerts_client import alert_groups_table, alerts_table, unknown_group_labels
 
     with _client(server_url, token) as client:
-        if group_by:
-            Console().print(alert_groups_table(client.groups(group_by, run_id, state, kind)))
-            return
-        found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
-    Console().print(alerts_table(found))
+        if not group_by:
+            found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
+            return _show(found, as_json, alerts_table)
+        groups = client.groups(group_by, run_id, state, kind)
+    wrong = unknown_group_labels([k.strip() for k in group_by.split(",")], groups)
+    if wrong:
+        raise click.BadParameter(wrong, param_hint="--group-by")
+    _show(groups, as_json, alert_groups_table)
 
 
 @main.group()
@@ -76,6 +98,7 @@ def silence_add(
     import getpass
 
     from ..detect._yaml_fields import parse_duration
+    from ..server._alerts_client import human_time
 
     try:
         seconds = parse_duration(duration)
@@ -83,7 +106,9 @@ def silence_add(
         raise click.BadParameter(str(exc), param_hint="--duration") from None
     with _client(server_url, token) as client:
         made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
-    click.echo(f"silence {made['id']} until {made['ends']:.0f}: {' '.join(made['matchers'])}")
+    click.echo(
+        f"silence {made['id']} until {human_time(made['ends'])}: {' '.join(made['matchers'])}"
+    )
 
 
 @silence.command("list")
@@ -119,15 +144,27 @@ def actions() -> None:
 @_client_options
 @click.option("--run", "run_id", default=None, help="Only the actions on this run.")
 @click.option("--state", default=None, help="Only actions in this state (e.g. pending).")
-def actions_list(server_url: str, token: str | None, run_id: str | None, state: str | None) -> None:
+@_json_option
+def actions_list(
+    server_url: str, token: str | None, run_id: str | None, state: str | None, as_json: bool
+) -> None:
     """List the actions, newest first."""
-    from rich.console import Console
-
     from ..server._actions_client import actions_table
 
     with _client(server_url, token) as client:
         found = client.actions(run=run_id, state=state)
-    Console().print(actions_table(found))
+    _show(found, as_json, actions_table)
+
+
+@actions.command("show")
+@click.argument("action_id")
+@_client_options
+def actions_show(action_id: str, server_url: str, token: str | None) -> None:
+    """Show action ACTION_ID: its command, state, who asked and decided, its output's end."""
+    from ..server._actions_client import action_text
+
+    with _client(server_url, token) as client:
+        click.echo(action_text(client.action(action_id)))
 
 
 @actions.command("run")
@@ -190,6 +227,7 @@ _decision_command("reject", "rejects", "Reject pending action ACTION_ID: it neve
 )
 @click.option("--kind", default=None, help="Only records about alerts of this kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@_json_option
 def audit(
     server_url: str,
     token: str | None,
@@ -197,15 +235,19 @@ def audit(
     action: str | None,
     kind: str | None,
     limit: int,
+    as_json: bool,
 ) -> None:
     """Print the audit trail, newest first: who acted, on what, why, with what result."""
-    from rich.console import Console
-
+    from ..act import AUDIT_ACTIONS
     from ..server._actions_client import audit_table
 
+    if action is not None and action not in AUDIT_ACTIONS:
+        raise click.BadParameter(
+            f"{action!r} is not one of {', '.join(AUDIT_ACTIONS)}", param_hint="--action"
+        )
     with _client(server_url, token) as client:
         found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
-    Console().print(audit_table(found))
+    _show(found, as_json, audit_table)
 
 
 @main.command()

@@ -1,15 +1,22 @@
-"""The actions and audit API from the command line: the alerts client's calls, and tables."""
+"""The actions and audit API from the command line: the alerts client's calls, tables, and
+one action in full."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
 
+from .._text import plural
 from ._alerts_client import AlertsClient, _entity, _params, _table, _when
 
-__all__ = ["ActionsClient", "actions_table", "audit_table"]
+__all__ = ["ActionsClient", "action_text", "actions_table", "audit_table"]
+
+#: The fields of an audit record's detail that say why: a command's reason, an approval's
+#: comment, a policy's decision, a refused request's error, a failed delivery's errors.
+_WHY = ("reason", "comment", "why", "error", "errors")
 
 
 class ActionsClient(AlertsClient):
@@ -17,6 +24,9 @@ class ActionsClient(AlertsClient):
 
     def actions(self, run: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
         return list(self._call("GET", "/api/v1/actions", params=_params(run=run, state=state)))
+
+    def action(self, action_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/api/v1/actions/{action_id}"))
 
     def request(
         self, playbook: str, labels: Mapping[str, str], by: str, dry_run: bool | None = None
@@ -43,7 +53,7 @@ class ActionsClient(AlertsClient):
 def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
     """One row per action: its id, playbook, entity, state, who asked and who decided."""
     table = _table(
-        f"{len(actions)} actions",
+        plural(len(actions), "action"),
         ("id", "playbook", "labels", "state", "requested by", "decided by", "created"),
     )
     for a in actions:
@@ -62,14 +72,25 @@ def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def _why(record: Mapping[str, Any]) -> str:
+    """Why a record was made, from its detail and its alert: "no; alert gpu_thermal 3f2a"."""
+    detail = record.get("detail") or {}
+    said = [
+        "; ".join(map(str, value)) if isinstance(value, list) else str(value)
+        for key in _WHY
+        if (value := detail.get(key))
+    ]
+    alert = " ".join(x for x in (record.get("kind", ""), record.get("alert_id", "")) if x)
+    return "; ".join(said + ([f"alert {alert}"] if alert else []))
+
+
 def audit_table(records: Sequence[dict[str, Any]]) -> Table:
-    """One row per audit record, newest first: when, what kind of act, who, what, result."""
+    """One row per audit record, newest first: when, what kind of act, who, what, result, why."""
     table = _table(
-        f"{len(records)} audit records",
-        ("time (UTC)", "action", "actor", "what", "result", "labels", "alert"),
+        plural(len(records), "audit record"),
+        ("time", "action", "actor", "what", "result", "labels", "why"),
     )
     for r in records:
-        alert = " ".join(x for x in (r.get("kind", ""), r.get("alert_id", "")) if x)
         table.add_row(
             _when(r["ts"]),
             r["action"],
@@ -77,6 +98,39 @@ def audit_table(records: Sequence[dict[str, Any]]) -> Table:
             r["what"],
             r["result"],
             _entity(r["labels"]),
-            alert,
+            _why(r),
         )
     return table
+
+
+def _tail(name: str, text: str) -> list[str]:
+    """A stream's kept end, indented under its name."""
+    if not text:
+        return [f"{name}: (nothing)"]
+    return [f"{name}, its end:", textwrap.indent(text.rstrip("\n"), "  ")]
+
+
+def action_text(a: Mapping[str, Any]) -> str:
+    """One action in full: what ran where, its state, who asked and decided, its output."""
+    state = a["state"] + (" (dry run)" if a["dry_run"] else "")
+    if a.get("exit_code") is not None:
+        state += f", exit {a['exit_code']} after {a.get('duration_s', 0):.2f} s"
+    if a["state"] == "pending":
+        decided = f"not yet: stepwatch actions approve {a['id']} (or reject)"
+    else:
+        decided = f"by {a['decided_by']}" if a.get("decided_by") else "no approval needed"
+        decided += f": {a['comment']}" if a.get("comment") else ""
+    alert = " ".join(x for x in (a.get("kind", ""), a.get("alert_id", "")) if x)
+    lines = [
+        f"action {a['id']}: {a['playbook']} on {_entity(a['labels'])}",
+        f"state:     {state}",
+        f"command:   {a.get('command', '')}",
+        f"requested: by {a['requested_by']}, {_when(a['created'])}",
+        f"decided:   {decided}",
+        f"updated:   {_when(a['updated'])}",
+        *([f"alert:     {alert}"] if alert else []),
+        *([f"error:     {a['error']}"] if a.get("error") else []),
+        *_tail("stdout", a.get("stdout", "")),
+        *_tail("stderr", a.get("stderr", "")),
+    ]
+    return "\n".join(lines)

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from rich.table import Table
 
-__all__ = ["AlertsClient", "ClientError", "alert_groups_table", "alerts_table", "silences_table"]
+from .._text import plural
+from ..top import format_duration
+
+__all__ = [
+    "AlertsClient",
+    "ClientError",
+    "alert_groups_table",
+    "alerts_table",
+    "human_time",
+    "silences_table",
+    "unknown_group_labels",
+]
+
+#: What alerts can be grouped by besides their labels.
+GROUP_FIELDS = ("kind", "severity")
 
 
 class ClientError(RuntimeError):
@@ -108,21 +123,47 @@ def _params(**given: Any) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
+def human_time(ts: float, now: float | None = None) -> str:
+    """A time as people read it, local with its zone and how far from now:
+    "2026-12-02 07:15 UTC (in 2h 00m)", "2026-12-02 05:03 UTC (4m 05s ago)"."""
+    delta = round(ts - (time.time() if now is None else now))
+    if delta == 0:
+        near = "now"
+    else:
+        near = f"in {format_duration(delta)}" if delta > 0 else f"{format_duration(-delta)} ago"
+    local = dt.datetime.fromtimestamp(ts).astimezone()
+    return f"{local:%Y-%m-%d %H:%M %Z} ({near})"
+
+
 def _when(ts: Any) -> str:
-    if not isinstance(ts, (int, float)):
-        return str(ts)
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """A table cell's time: ``human_time``, or blank when there is none."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return "" if ts is None else str(ts)
+    return human_time(ts)
 
 
 def _entity(labels: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+def unknown_group_labels(by: Sequence[str], groups: Sequence[dict[str, Any]]) -> str | None:
+    """Why grouping ``by`` means nothing when one of its names is a label no alert has (a
+    typo puts every alert in one group), else None."""
+    labels = {k for g in groups for a in g["alerts"] for k in a["labels"]}
+    unknown = [name for name in by if groups and name not in {*GROUP_FIELDS, *labels}]
+    if not unknown:
+        return None
+    return (
+        f"no alert has the label {unknown[0]!r}; group by {', '.join(GROUP_FIELDS)} or their "
+        f"labels: {', '.join(sorted(labels))}"
+    )
+
+
 def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
     """One row per alert: state, severity, kind, entity, since, what it says."""
     table = _table(
-        f"{len(alerts)} alerts",
-        ("id", "state", "severity", "kind", "labels", "since (UTC)", "summary"),
+        plural(len(alerts), "alert"),
+        ("id", "state", "severity", "kind", "labels", "since", "summary"),
     )
     for a in alerts:
         state = a["state"]
@@ -145,7 +186,7 @@ def alerts_table(alerts: Sequence[dict[str, Any]]) -> Table:
 def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
     """One row per group: its labels, how many alerts, the worst severity, since when."""
     table = _table(
-        f"{len(groups)} groups", ("group", "alerts", "severity", "since (UTC)", "first summary")
+        plural(len(groups), "group"), ("group", "alerts", "severity", "since", "first summary")
     )
     for g in groups:
         first = g["alerts"][0].get("annotations", {}).get("summary", "") if g["alerts"] else ""
@@ -158,8 +199,8 @@ def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
 def silences_table(silences: Sequence[dict[str, Any]]) -> Table:
     """One row per silence: its matchers, window, who and why."""
     table = _table(
-        f"{len(silences)} silences",
-        ("id", "matchers", "starts (UTC)", "ends (UTC)", "active", "by", "comment"),
+        plural(len(silences), "silence"),
+        ("id", "matchers", "starts", "ends", "active", "by", "comment"),
     )
     for s in silences:
         table.add_row(
