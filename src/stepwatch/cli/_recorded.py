@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    pass
+    from ..detect import AlertRecord, RuleSet
 
 from ._base import (
     _clear_errors,
@@ -104,34 +104,17 @@ def replay(
     """Run detection over recorded PATHS (scenario folders, Parquet exports, a store file)."""
     import time
 
-    from rich.progress import Progress
-
     from .._text import plural
-    from ..detect import (
-        RecordingError,
-        RuleFiles,
-        builtin_rules,
-        describe,
-        score,
-        to_record,
-        write_alerts,
-    )
-    from ..detect import replay as replay_run
+    from ..detect import RecordingError, RuleFiles, builtin_rules, describe, score, write_alerts
 
     if out_path is None and not score_alerts:
         raise click.UsageError("give --out FILE, --score, or both")
     with _clear_rule_errors():
         rules = RuleFiles(rule_paths, base=builtin_rules()).load()  # what the collector runs
-    records = []
     try:
         total = sum(describe(p, run=run_id).samples for p in paths)
         started = time.perf_counter()
-        with Progress(transient=True) as progress:
-            task = progress.add_task("replaying", total=total)
-            for path in paths:
-                advance = lambda n: progress.advance(task, n)  # noqa: E731
-                alerts = replay_run(path, rules, run=run_id, on_samples=advance)
-                records += [to_record(a) for a in alerts]
+        records = _replayed(paths, rules, run_id, total)
     except RecordingError as exc:
         raise click.ClickException(str(exc)) from None
     elapsed = time.perf_counter() - started
@@ -146,6 +129,23 @@ def replay(
         if not labelled:
             raise click.ClickException("--score needs scenario folders with a labels.json")
         click.echo(score(records, labelled).table())
+
+
+def _replayed(
+    paths: tuple[Path, ...], rules: RuleSet, run_id: str | None, total: int
+) -> list[AlertRecord]:
+    """The alerts of every path, with a progress bar over their ``total`` samples."""
+    from rich.progress import Progress
+
+    from ..detect import replay, to_record
+
+    records = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("replaying", total=total)
+        for path in paths:
+            advance = lambda n: progress.advance(task, n)  # noqa: E731
+            records += [to_record(a) for a in replay(path, rules, run=run_id, on_samples=advance)]
+    return records
 
 
 @main.group()
