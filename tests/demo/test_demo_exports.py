@@ -9,6 +9,7 @@ def test_exported_names() -> None:
         "DemoConfig",
         "DemoSummary",
         "FAULT_KINDS",
+        "FAULT_PRESETS",
         "Fault",
         "FaultPlan",
         "GPU_METRICS",
@@ -20,6 +21,7 @@ def test_exported_names() -> None:
         "StepMetrics",
         "TrainingShape",
         "TrainingSim",
+        "fault_preset",
         "record_scenario",
         "run_demo",
     ]

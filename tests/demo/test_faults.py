@@ -29,7 +29,15 @@ from stepwatch.demo import (
     record_scenario,
     run_demo,
 )
-from stepwatch.detect import ALERT_EVENT, Label, Scenario
+from stepwatch.detect import (
+    ALERT_EVENT,
+    Label,
+    Scenario,
+    builtin_rules,
+    replay,
+    score,
+    to_record,
+)
 from stepwatch.sdk import HEARTBEAT
 from stepwatch.store import Store
 
@@ -320,3 +328,31 @@ def test_demo_record_writes_a_labelled_scenario_from_the_command_line(tmp_path: 
 def test_demo_rejects_bad_faults_before_starting(args: list[str], error: str) -> None:
     result = CliRunner().invoke(main, ["demo", *args])
     assert result.exit_code == 2 and error in result.output
+
+
+def test_a_plain_demo_tours_every_view_with_faults_that_all_fire(tmp_path: Path) -> None:
+    args = ["demo", "--record", str(tmp_path), "--duration", "300", "--nodes", "2", "--gpus", "2"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (folder,) = tmp_path.iterdir()
+    scenario = Scenario.read(folder)
+    assert [label.kind for label in scenario.labels] == [
+        "gpu_thermal",
+        "straggler",
+        "loss_spike",
+        "log_oom",
+    ]
+    found = score([to_record(a) for a in replay(folder, builtin_rules())], [folder])
+    assert found.timely_recall == 1.0 and found.precision == 1.0, found.table()
+    assert max(label.start for label in scenario.labels) - scenario.labels[0].start < 240
+
+
+def test_faults_none_is_a_healthy_demo_and_an_unknown_preset_is_refused(tmp_path: Path) -> None:
+    args = ["demo", "--record", str(tmp_path), "--duration", "60", "--nodes", "2", "--gpus", "2"]
+    result = CliRunner().invoke(main, [*args, "--faults", "none"])
+    assert result.exit_code == 0, result.output
+    assert Scenario.read(tmp_path / "demo-s0-clean").labels == ()
+    refused = CliRunner().invoke(main, [*args, "--faults", "chaos"])
+    assert refused.exit_code == 2 and "unknown fault preset 'chaos'; one of tour, none" in (
+        refused.output
+    )

@@ -92,6 +92,14 @@ def server(
     "(repeatable).",
 )
 @click.option(
+    "--faults",
+    "preset",
+    default=None,
+    metavar="PRESET",
+    help="A set of faults: 'tour' (a straggler, a loss spike, an out-of-memory line and a hot "
+    "GPU within the first 4 minutes; the default unless --fault is given) or 'none'.",
+)
+@click.option(
     "--record",
     "record_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -110,15 +118,17 @@ def demo(
     seed: int,
     rules: tuple[Path, ...],
     faults: tuple[str, ...],
+    preset: str | None,
     record_dir: Path | None,
     notify: Path | None,
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
-    from ..demo import DemoConfig, Fault, record_scenario, run_demo
+    from ..demo import DemoConfig, Fault, fault_preset, record_scenario, run_demo
 
     if record_dir is not None and duration is None:
         raise click.UsageError("--record needs --duration: how many simulated seconds to record")
     try:
+        chosen = fault_preset(preset or ("none" if faults else "tour"), nodes, gpus)
         config = DemoConfig(
             nodes=nodes,
             gpus_per_node=gpus,
@@ -130,7 +140,7 @@ def demo(
             seed=seed,
             rules=rules,
             notify=notify,
-            faults=tuple(Fault.parse(f) for f in faults),
+            faults=(*chosen, *(Fault.parse(f) for f in faults)),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -4,7 +4,7 @@ with faults injected on demand or recorded as a labelled scenario."""
 from ..model import GPU_METRICS, HOST_METRICS
 from ._config import DemoConfig, DemoSummary
 from ._driver import run_demo
-from ._faults import FAULT_KINDS, Fault, FaultPlan
+from ._faults import FAULT_KINDS, FAULT_PRESETS, Fault, FaultPlan, fault_preset
 from ._hardware import HardwareSample, HardwareSim
 from ._record import RecordedScenario, record_scenario
 from ._shape import TrainingShape
@@ -12,6 +12,7 @@ from ._training import Activity, Phase, StepMetrics, TrainingSim
 
 __all__ = [
     "FAULT_KINDS",
+    "FAULT_PRESETS",
     "GPU_METRICS",
     "HOST_METRICS",
     "Activity",
@@ -26,6 +27,7 @@ __all__ = [
     "StepMetrics",
     "TrainingShape",
     "TrainingSim",
+    "fault_preset",
     "record_scenario",
     "run_demo",
 ]

@@ -19,7 +19,15 @@ from ._hardware import GPU_MEM_TOTAL_BYTES, HardwareSample
 from ._shape import TrainingShape
 from ._training import StepMetrics, TrainingSim, rng_for
 
-__all__ = ["FAULT_KINDS", "OOM_LINE", "Fault", "FaultPlan", "PlacedFault"]
+__all__ = [
+    "FAULT_KINDS",
+    "FAULT_PRESETS",
+    "OOM_LINE",
+    "Fault",
+    "FaultPlan",
+    "PlacedFault",
+    "fault_preset",
+]
 
 #: Seed stream of the faults' own noise (the simulation's streams are 0-2).
 STREAM_FAULTS = 3
@@ -131,6 +139,30 @@ class Fault:
         except ValueError:
             raise ValueError(f"{text!r}: seconds must be numbers") from None
         return cls(m["kind"], at, duration, **where)
+
+
+#: ``stepwatch demo --faults NAME``: ``tour`` (the default) gives every view something to show
+#: within the first minutes, ``none`` is a healthy run.
+FAULT_PRESETS = ("tour", "none")
+
+
+def fault_preset(name: str, nodes: int, gpus_per_node: int) -> tuple[Fault, ...]:
+    """The faults of a named preset, placed on a cluster of this size.
+
+    The tour's alerts come a minute or so apart: a straggler (about 65 s in: the heatmap and
+    the ranks), a loss spike (121 s: the loss chart), an out-of-memory line (150 s: the logs)
+    and a GPU that heats until it throttles (200 s: the hardware view).
+    """
+    if name not in FAULT_PRESETS:
+        raise ValueError(f"unknown fault preset {name!r}; one of {', '.join(FAULT_PRESETS)}")
+    if name == "none":
+        return ()
+    return (
+        Fault("gpu_thermal", 20.0, node=nodes - 1, gpu=gpus_per_node - 1),
+        Fault("straggler", 60.0, rank=nodes * gpus_per_node // 2),
+        Fault("loss_spike", 120.0),
+        Fault("log_oom", 150.0, node=0),
+    )
 
 
 @dataclass(frozen=True, slots=True)
