@@ -16,9 +16,10 @@ import httpx
 import pytest
 from conftest import Eventually, Processes
 
+from ._readme import README, ROOT, blocks
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 INSTALL_S = 900.0
 #: Long enough for the checks below, short enough that the demo then stops by itself.
 DEMO_S = 25.0
@@ -37,10 +38,10 @@ for info in pkgutil.walk_packages(stepwatch.__path__, "stepwatch."):
 
 def quick_start_commands() -> list[list[str]]:
     """The commands of the README's first shell block under "Quick start", split at ``&&``."""
-    section = ROOT.joinpath("README.md").read_text().split("## Quick start", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert block is not None, "no ```sh block in the quick start"
-    return [shlex.split(part) for part in block.group(1).split("&&")]
+    section = README.read_text().split("## Quick start", 1)[1]
+    shell = [block for block in blocks(section) if block.lang == "sh"]
+    assert shell, "no ```sh block in the quick start"
+    return [shlex.split(part) for part in shell[0].text.split("&&")]
 
 
 def clean_copy(dest: Path) -> Path:
