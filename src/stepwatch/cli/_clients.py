@@ -137,7 +137,7 @@ def silence_expire(silence_id: str, server_url: str, token: str | None) -> None:
 
 @main.group()
 def actions() -> None:
-    """Remediation playbook runs: list them, request one, approve or reject a pending one."""
+    """Remediation playbook runs: list or show them, request one, approve or reject one."""
 
 
 @actions.command("list")
