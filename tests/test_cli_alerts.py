@@ -164,8 +164,12 @@ def test_silence_add_refuses_a_bad_duration_or_matcher(collector: Any) -> None:
 
 def test_server_refuses_a_rule_file_with_a_mistake(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(RULES.replace('"> 80"', '"above 80"'))
+    bad.write_text(RULES.replace('"> 80"', '"above 80"').replace("critical", "urgent"))
     result = _cli("server", "--rules", str(bad), "--store", str(tmp_path / "s.duckdb"))
     assert result.exit_code == 1
-    assert f"{bad}:" in result.output and "threshold" in result.output
+    assert [line.split(": ")[:2] for line in result.output.splitlines()] == [
+        ["Error", f"{bad}:7"],  # every mistake, a line each
+        [f"{bad}:8", "groups[0].rules[0].severity"],
+    ]
+    assert "groups[0].rules[0].threshold: expected a comparison" in result.output
     assert not (tmp_path / "s.duckdb").exists()
