@@ -407,11 +407,12 @@ class Engine:
     ) -> list[Alert]:
         """One series' samples of this batch through every rule bound to it."""
         alerts = []
+        every = batch.value[rows]
         for binding in bindings:
             if isinstance(binding, _AsOf):
                 continue
             rule = binding[0].rule if isinstance(binding, tuple) else binding.rule
-            judged = _where(rule, batch.value[rows], rows)
+            judged = _where(rule, every, rows)
             ts, value = batch.ts[judged], batch.value[judged]
             if isinstance(binding, tuple):
                 group, member = binding
