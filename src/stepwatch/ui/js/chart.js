@@ -6,8 +6,15 @@
 // data-start / data-end (the time range shown, seconds), data-annotations (alert markers drawn).
 
 import { el, cssVar, color, ema, fmtNum } from "./util.js";
+import { AXIS_FONT, textWidth, xAxisTicks } from "./ticks.js";
 
 const BAND_ALPHA = 0.18;
+const Y_AXIS_PX = 70;
+// Tick marks, gap and margin of the y axis besides its labels.
+const Y_AXIS_PAD_PX = 22;
+
+// The y axis's width: 70 px, or more where its widest label needs it (bytes per second).
+const yAxisSize = (u, values) => Math.max(Y_AXIS_PX, Math.ceil(Math.max(0, ...(values || []).map((v) => textWidth(v)))) + Y_AXIS_PAD_PX);
 
 // First index i with arr[i] >= v (arr ascending).
 function lowerBound(arr, v) {
@@ -151,7 +158,7 @@ export class ChartPanel {
     const fg = cssVar("--muted");
     const grid = cssVar("--grid");
     const unit = this.opts.unit;
-    const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+    const axis = { stroke: fg, font: AXIS_FONT, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
     const time = this.opts.xMode === "time";
     return {
       width: Math.max(120, this.box.clientWidth || 600),
@@ -162,7 +169,7 @@ export class ChartPanel {
         y: { range: () => this.yExtent },
       },
       series: series.map((s, i) => (i === 0 ? { label: this.opts.xLabel || (time ? "time" : this.opts.xMode) } : Object.assign({ value: (u, v) => fmtNum(v, unit) }, s))),
-      axes: [Object.assign({}, axis), Object.assign({ size: 70, values: (u, vals) => vals.map((v) => fmtNum(v, unit)) }, axis)],
+      axes: [Object.assign(xAxisTicks(time, Y_AXIS_PX), axis), Object.assign({ size: yAxisSize, values: (u, vals) => vals.map((v) => fmtNum(v, unit)) }, axis)],
       cursor: { drag: { x: true, y: false, setScale: false }, sync: this.opts.sync ? { key: this.opts.sync } : undefined },
       hooks: {
         drawAxes: [(u) => this.paintBands(u)],
