@@ -34,12 +34,21 @@ export function fmtAgo(ts, now = Date.now() / 1000) {
   return ts ? fmtDuration(Math.max(0, now - ts)) + " ago" : "–";
 }
 
-// A value in a compact form: 3 significant digits, SI suffixes for big numbers.
+// The unit of a metric, read from its name as the vocabulary spells it: "..._bytes" are bytes,
+// "..._bytes_per_s" bytes per second; others are plain numbers (their titles say the rest).
+export function unitOf(name) {
+  if (/_bytes_per_s$/.test(name)) return "bytes/s";
+  if (/_bytes$/.test(name)) return "bytes";
+  return "";
+}
+
+// A value in a compact form: 3 significant digits, SI suffixes for big numbers; bytes (and
+// bytes per second) in binary multiples.
 export function fmtNum(v, unit = "") {
   if (v === null || v === undefined) return "–";
   if (!Number.isFinite(v)) return String(v);
   const a = Math.abs(v);
-  if (unit === "bytes") {
+  if (unit === "bytes" || unit === "bytes/s") {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0;
     let x = v;
@@ -47,7 +56,7 @@ export function fmtNum(v, unit = "") {
       x /= 1024;
       i += 1;
     }
-    return x.toPrecision(3) + " " + units[i];
+    return x.toPrecision(3) + " " + units[i] + (unit === "bytes/s" ? "/s" : "");
   }
   if (a >= 1e9) return (v / 1e9).toPrecision(3) + "G";
   if (a >= 1e6) return (v / 1e6).toPrecision(3) + "M";

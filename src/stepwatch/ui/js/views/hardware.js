@@ -1,22 +1,22 @@
 // Hardware: GPU utilization, memory, temperature and power per node (one line per GPU) as
 // small multiples, GPU memory trend by node, and host CPU, memory, network and disk.
 
-import { el, byLabel } from "../util.js";
+import { el, byLabel, unitOf } from "../util.js";
 import { multi, lines } from "../data.js";
 import { panels, rangeBar } from "./common.js";
 
 const GPU = [
   { id: "gpu.util_pct", title: "GPU utilization %" },
-  { id: "gpu.mem_used_bytes", title: "GPU memory used", unit: "bytes" },
+  { id: "gpu.mem_used_bytes", title: "GPU memory used" },
   { id: "gpu.temp_c", title: "GPU temperature °C" },
   { id: "gpu.power_w", title: "GPU power W" },
 ];
 const HOST = [
   { id: "host.cpu_pct", title: "CPU %" },
-  { id: "host.mem_used_bytes", title: "Memory used", unit: "bytes" },
-  { id: "host.net_rx_bytes_per_s", title: "Network receive", unit: "bytes" },
-  { id: "host.net_tx_bytes_per_s", title: "Network transmit", unit: "bytes" },
-  { id: "host.disk_write_bytes_per_s", title: "Disk write", unit: "bytes" },
+  { id: "host.mem_used_bytes", title: "Memory used" },
+  { id: "host.net_rx_bytes_per_s", title: "Network receive" },
+  { id: "host.net_tx_bytes_per_s", title: "Network transmit" },
+  { id: "host.disk_write_bytes_per_s", title: "Disk write" },
 ];
 
 // One request per range serves every small multiple (about the same width), another the hosts.
@@ -72,7 +72,7 @@ export async function render(root, ctx) {
       set.add(grid, {
         id: `${m.id}:${node}`,
         title: node,
-        unit: m.unit,
+        unit: unitOf(m.id),
         height: 140,
         legend: false,
         load: async (range, points, signal) => {
@@ -88,7 +88,7 @@ export async function render(root, ctx) {
   root.append(trend);
   set.add(trend, {
     id: "gpu.mem_used_bytes:by-node",
-    unit: "bytes",
+    unit: unitOf("gpu.mem_used_bytes"),
     height: 200,
     load: async (range, points, signal) => nodeMax(await memory(range, points, signal), nodes),
   });
@@ -101,7 +101,7 @@ export async function render(root, ctx) {
     set.add(hostGrid, {
       id: m.id,
       title: m.title,
-      unit: m.unit,
+      unit: unitOf(m.id),
       height: 180,
       load: async (range, points, signal) => {
         const list = (await load(range, points, signal)).sort((a, b) => byLabel(a.labels.node, b.labels.node));

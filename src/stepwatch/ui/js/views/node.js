@@ -2,7 +2,7 @@
 // and the 10th-90th percentile band, for a metric picked from what the run reports.
 
 import { api, qs } from "../api.js";
-import { el, byLabel, cssVar } from "../util.js";
+import { el, byLabel, cssVar, unitOf } from "../util.js";
 import { percentiles } from "../data.js";
 import { align } from "../chart.js";
 import { panels, rangeBar } from "./common.js";
@@ -12,7 +12,6 @@ const METRICS = [
   "host.cpu_pct", "host.mem_used_bytes", "host.net_rx_bytes_per_s", "host.net_tx_bytes_per_s", "host.disk_write_bytes_per_s",
   "train.step_time_s", "train.compute_time_s", "train.data_time_s", "train.comm_time_s",
 ];
-const UNITS = { "gpu.mem_used_bytes": "bytes", "host.mem_used_bytes": "bytes", "host.net_rx_bytes_per_s": "bytes", "host.net_tx_bytes_per_s": "bytes", "host.disk_write_bytes_per_s": "bytes" };
 
 export async function render(root, ctx) {
   const p = ctx.params;
@@ -46,7 +45,7 @@ export async function render(root, ctx) {
   set.add(root, {
     id: `node:${metric}`,
     title: `${metric}: ${who} against its peers`,
-    unit: UNITS[metric],
+    unit: unitOf(metric),
     height: 320,
     load: async (range, points, signal) => {
       const labels = gpu ? { node, gpu } : { node };
