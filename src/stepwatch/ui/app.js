@@ -19,9 +19,10 @@ const NEEDS_RUN = new Set(["overview", "hardware", "steptime", "heatmap", "node"
 const GO_KEYS = { r: "runs", o: "overview", h: "hardware", s: "steptime", m: "heatmap", n: "node", a: "alerts", l: "logs", c: "compare" };
 const THEME_KEY = "stepwatch-theme";
 const LIVE_REFRESH_MS = 2000;
+const RUN_POLL_MS = 15000;
 
 const $ = (id) => document.getElementById(id);
-const shell = { view: null, ctx: null, name: null, params: {}, summaries: [], stream: null, streamRun: undefined, abort: null, pendingG: 0 };
+const shell = { view: null, ctx: null, name: null, params: {}, summaries: [], stream: null, streamRun: undefined, streamUp: false, abort: null, pendingG: 0 };
 
 // ---- the URL -------------------------------------------------------------------------------
 
@@ -100,6 +101,12 @@ function runSummary(id) {
   return shell.summaries.find((r) => r.id === id) || null;
 }
 
+// Whether new data of the run (null: of any run) can still come: only a running run is live.
+const isLive = (run) => !run || run.status === "running";
+
+// Where a run's data ends: its end once it ended, else its newest sample.
+const runEnd = (run) => (isLive(run) ? run.last_ts : run.end ?? run.last_ts) || run.start;
+
 // ---- live updates ----------------------------------------------------------------------------
 
 function ensureStream(run) {
@@ -107,12 +114,39 @@ function ensureStream(run) {
   if (shell.stream) shell.stream.close();
   shell.streamRun = run;
   const path = "/stream" + (run ? "?run=" + encodeURIComponent(run) : "");
-  shell.stream = subscribe(path, onLive, (up) => $("live").classList.toggle("on", up));
+  shell.stream = subscribe(path, onLive, (up) => {
+    shell.streamUp = up;
+    showStream();
+  });
+}
+
+// The live dot: on while the stream is up for a running run (or all runs); a run that ended
+// gets no live updates, and the dot says so.
+function showStream() {
+  const up = shell.streamUp;
+  const ended = !isLive(runSummary(shell.streamRun));
+  const dot = $("live");
+  dot.classList.toggle("on", up && !ended);
+  dot.classList.toggle("ended", up && ended);
+  dot.title = ended ? "this run has ended: no live updates" : up ? "live updates" : "live updates: not connected";
 }
 
 const liveRefresh = throttle(() => {
   if (shell.view && shell.view.refresh) shell.view.refresh().catch(showError);
 }, LIVE_REFRESH_MS);
+
+// A run's end comes with no new sample: while a running run is shown, its summary is read
+// again now and then, and once it has ended the view shows it up to its end, not live.
+async function pollRunEnd() {
+  const shown = runSummary(shell.params.run);
+  if (!shown || !isLive(shown) || document.hidden) return;
+  await loadSummaries();
+  if (isLive(runSummary(shell.params.run))) return;
+  showStream();
+  if (!shell.ctx || shell.params.to) return;
+  shell.ctx.rangeChanged();
+  if (shell.view && shell.view.refresh) await shell.view.refresh();
+}
 
 // A view refreshes on new samples, or with `live: "events"` on new events of its `liveKinds`;
 // a view zoomed to a fixed range stays as it is; alert events redraw chart annotations.
@@ -126,9 +160,9 @@ function onLive(name, data) {
   }
   if (!view.refresh || (view.live || "data") !== name) return;
   if (view.liveKinds && !(data.kinds && view.liveKinds.some((k) => k in data.kinds))) return;
-  if (shell.name === "runs" || (!shell.params.to && (!shell.params.run || data.run === shell.params.run))) {
-    liveRefresh();
-  }
+  const mine = !shell.params.run || data.run === shell.params.run;
+  const ended = name === "data" && !isLive(runSummary(shell.params.run)); // late samples of an ended run
+  if (shell.name === "runs" || (!shell.params.to && mine && !ended)) liveRefresh();
 }
 
 // ---- the context a view gets -------------------------------------------------------------------
@@ -145,14 +179,15 @@ function makeContext(name, params, signal) {
     get run() {
       return params.run ? runSummary(params.run) : null;
     },
-    // The time range shown: the URL's from/to, else the run's whole life (live: the end follows).
+    // The time range shown: the URL's from/to, else the run's whole life: up to its end once
+    // it ended, else up to its newest data (live: the end follows).
     range() {
       const r = ctx.run;
       const from = params.from !== undefined ? Number(params.from) : null;
       const to = params.to !== undefined ? Number(params.to) : null;
-      const end = to ?? (r ? Math.max(r.last_ts || r.start, r.start + 1) : Date.now() / 1000);
+      const end = to ?? (r ? Math.max(runEnd(r), r.start + 1) : Date.now() / 1000);
       const start = from ?? (r ? Math.min(r.start, end - 1) : end - 3600);
-      return { start, end, live: to === null };
+      return { start, end, live: to === null && isLive(r) };
     },
     go(view, extra = {}) {
       location.hash = hashOf(view, Object.assign(carried(params), extra));
@@ -241,6 +276,7 @@ async function route() {
       }
     }
     ensureStream(name === "runs" || name === "compare" ? null : params.run || null);
+    showStream(); // the run may have ended since the stream opened
     const ctx = (shell.ctx = makeContext(name, params, shell.abort.signal));
     const host = el("section", { dataset: { view: name } });
     root.append(host);
@@ -327,5 +363,6 @@ $("help").addEventListener("click", (e) => {
   if (e.target === $("help")) $("help").hidden = true;
 });
 document.addEventListener("keydown", onKey);
+setInterval(() => pollRunEnd().catch(showError), RUN_POLL_MS);
 window.addEventListener("hashchange", route);
 route();
