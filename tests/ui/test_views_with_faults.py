@@ -86,3 +86,5 @@ def test_sync_heatmap_has_a_row_per_rank(fault_dashboard: Dashboard, fault_demo:
     fault_dashboard.chart("heatmap", min_points=8)
     expect(view.locator(".heatmap-ranks > div")).to_have_count(4)  # 2 nodes x 2 GPUs
     expect(view).to_contain_text("4 ranks")
+    # The waited-on rank waits least in the collectives: a straggler is the one cold row.
+    expect(view).to_contain_text("(a straggler) is the one cold row")

@@ -5,6 +5,7 @@
 import { api, serves } from "../api.js";
 import { el, fmtTime, fmtDuration, fmtNum } from "../util.js";
 import { loadAlerts } from "../alerts.js";
+import { timeAxis } from "../ticks.js";
 
 const STATES = ["all", "open", "firing", "resolved"];
 const SILENCE_DURATIONS = [["1 h", 3600], ["4 h", 14400], ["1 day", 86400], ["1 week", 604800]];
@@ -21,30 +22,28 @@ function isOpen(a) {
   return a.state !== "resolved";
 }
 
-// Markers on a time axis spanning the alerts (or the run).
+// Markers over the charts' time range (live: up to the newest alert too), with its time axis.
 function timeline(alerts, ctx, onPick) {
-  const bar = el("div", { class: "timeline", dataset: { chart: "alerts.timeline" } });
+  const bar = el("div", { class: "timeline" });
   const r = ctx.range();
-  const t0 = Math.min(r.start, ...alerts.map((a) => a.since || a.ts));
-  const t1 = Math.max(r.end, ...alerts.map((a) => a.ts));
-  const span = Math.max(1, t1 - t0);
+  const t0 = r.start;
+  const t1 = Math.max(t0 + 1, r.live ? Math.max(r.end, ...alerts.map((a) => a.ts)) : r.end);
+  const span = t1 - t0;
   for (const a of alerts) {
-    const start = a.since || a.ts;
-    const end = isOpen(a) ? t1 : a.resolved_ts || a.ts;
+    const start = Math.max(t0, a.since || a.ts);
+    const end = Math.min(t1, isOpen(a) ? t1 : a.resolved_ts || a.ts);
+    if (end < start) continue; // outside the range
     bar.append(
       el("span", {
         class: "mark sev-" + a.severity,
-        title: `${a.rule} · ${entity(a.labels)} · ${fmtTime(start)}`,
+        title: `${a.rule} · ${entity(a.labels)} · ${fmtTime(a.since || a.ts)}`,
         style: `left:${(100 * (start - t0)) / span}%;width:${Math.max(0.3, (100 * (end - start)) / span)}%`,
         onclick: () => onPick(a.id),
       }),
     );
   }
-  bar.dataset.points = String(alerts.length);
-  bar.dataset.start = String(t0);
-  bar.dataset.end = String(t1);
-  bar.dataset.ready = "1";
-  return bar;
+  const dataset = { chart: "alerts.timeline", points: bar.childElementCount, start: t0, end: t1, ready: 1 };
+  return el("div", { class: "timeline-wrap", dataset }, bar, timeAxis(t0, t1));
 }
 
 export async function render(root, ctx) {

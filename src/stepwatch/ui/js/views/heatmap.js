@@ -7,11 +7,18 @@ import { el, fmtClock, fmtNum, byLabel } from "../util.js";
 import { multi } from "../data.js";
 import { align } from "../chart.js";
 import { rangeBar } from "./common.js";
+import { timeAxis } from "../ticks.js";
 
 const METRIC = "train.comm_time_s";
 // Dark blue → teal → yellow, readable on both themes.
 const STOPS = [[13, 8, 135], [84, 2, 163], [139, 10, 165], [185, 50, 137], [219, 92, 104], [244, 136, 73], [254, 188, 43], [240, 249, 33]];
 const ROW_MAX_PX = 18;
+// What the cells mean. A rank's communication time includes waiting in the collective for the
+// last rank to arrive, so a slow rank (a straggler) waits least: every row but its own is hot.
+const CAPTION =
+  "Time each rank spent in communication (the longest in each bucket), waiting for the others included. " +
+  "A rank the others wait on (a straggler) is the one cold row: it arrives last and waits least, while every other row runs hot. " +
+  "A hot column is a collective slow for all ranks; an empty one, a time no rank reported in (an evaluation, a checkpoint).";
 
 function colour(t) {
   const x = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
@@ -29,6 +36,28 @@ function scale(rows) {
   return hi > lo ? [lo, hi] : [lo, lo + 1];
 }
 
+// Columns evenly spaced in time, as wide as nine in ten of the gaps between buckets with data
+// (buckets finer than the steps leave every other one empty); a column keeps the longest of
+// its buckets. So a column is empty only where no rank reported for longer (an evaluation, a
+// checkpoint), and the time axis is linear: {x (column starts), rows, t1 (end of the last)}.
+function evenColumns(x, rows, range) {
+  if (!x.length) return { x, rows, t1: range.end };
+  const gaps = x.slice(1).map((t, i) => t - x[i]).sort((a, b) => a - b);
+  const bucket = gaps.length ? gaps[0] : Math.max(1e-3, range.end - x[0]);
+  const dt = gaps.length ? bucket * Math.max(1, Math.round(gaps[Math.floor(0.9 * (gaps.length - 1))] / bucket)) : bucket;
+  const col = (t) => Math.floor((t - x[0]) / dt + 1e-6);
+  const n = col(x[x.length - 1]) + 1;
+  const merged = rows.map((row) => {
+    const out = new Array(n).fill(null);
+    row.forEach((v, i) => {
+      const c = col(x[i]);
+      if (v !== null && Number.isFinite(v) && (out[c] === null || v > out[c])) out[c] = v;
+    });
+    return out;
+  });
+  return { x: Array.from({ length: n }, (_, i) => x[0] + i * dt), rows: merged, t1: x[0] + n * dt };
+}
+
 export async function render(root, ctx) {
   const run = ctx.run.id;
   const legend = el("div", { class: "legend-scale" });
@@ -38,7 +67,7 @@ export async function render(root, ctx) {
   root.append(
     el("h2", { text: "Sync latency · " + (ctx.run.name || ctx.run.id) }),
     rangeBar(ctx),
-    el("p", { class: "muted", text: "Communication time of each rank (the slowest in each bucket); a hot row is a rank others wait on, a hot column a slow collective." }),
+    el("p", { class: "muted", text: CAPTION }),
     el("div", { class: "panel" }, box, legend, legendText),
   );
   let state = null;
@@ -50,8 +79,7 @@ export async function render(root, ctx) {
     const series = await multi({ name: METRIC, run, range, points, signal: ctx.signal, fields: "max" });
     series.sort((a, b) => byLabel(a.labels.rank, b.labels.rank));
     const { x, cols } = align(series.map((s) => ({ ts: s.ts, cols: { v: s.max } })));
-    const rows = cols.map((c) => c.v);
-    state = { x, rows, ranks: series.map((s) => s.labels.rank ?? "?"), range, width };
+    state = Object.assign(evenColumns(x, cols.map((c) => c.v), range), { ranks: series.map((s) => s.labels.rank ?? "?"), range, width });
     draw();
   }
 
@@ -86,10 +114,10 @@ export async function render(root, ctx) {
     const every = Math.ceil(12 / rowH);
     const labels = el("div", { class: "heatmap-ranks" }, ranks.map((r, i) => el("div", { style: `height:${rowH}px;line-height:${rowH}px`, text: i % every ? "" : r })));
     const plot = el("div", { class: "heatmap-plot" }, canvas, tip);
-    const axis = el("div", { class: "heatmap-axis muted" }, el("span", { text: fmtClock(x[0]) }), el("span", { text: fmtClock(x[Math.floor(x.length / 2)]) }), el("span", { text: fmtClock(x[x.length - 1]) }));
+    const axis = timeAxis(x[0], state.t1);
     box.append(el("div", { class: "heatmap-grid" }, el("div", { class: "muted heatmap-ylabel", text: "rank" }), labels, plot, el("div"), el("div"), axis));
     legend.style.background = "linear-gradient(to right, " + STOPS.map((s) => `rgb(${s.join(",")})`).join(", ") + ")";
-    legendText.textContent = `${fmtNum(lo)} s … ${fmtNum(hi)} s · ${ranks.length} ranks × ${x.length} buckets`;
+    legendText.textContent = `${fmtNum(lo)} s … ${fmtNum(hi)} s · ${ranks.length} ranks × ${x.length} columns`;
     wire(canvas);
     box.dataset.points = String(cells);
     box.dataset.ready = "1";
