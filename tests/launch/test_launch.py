@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -13,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from stepwatch.collect import GpuUnavailable, open_gpu
 from stepwatch.store import Store
@@ -118,11 +121,102 @@ def test_without_a_server_it_starts_its_own_collector(tmp_path: Path) -> None:
         *("--", sys.executable, "train.py", "0", "ok"),
     )
     assert code == 0, err.decode()
+    said = err.decode().splitlines()
+    url = _collector_url(said)
+    assert f"stepwatch: run own-1 on {url}/#/overview?run=own-1" in said
+    assert said[-1] == (
+        "stepwatch: run own-1 finished; to look at it again: stepwatch server --store "
+        f"{tmp_path / 'own.duckdb'}, then open http://127.0.0.1:7070/#/overview?run=own-1"
+    )
     with Store(tmp_path / "own.duckdb") as store:
         run = store.get_run("own-1")
         assert run is not None and run.status == "finished"
         (loss,) = store.series("train.loss", {"run": "own-1"})
         assert store.raw(loss.id)["value"].tolist() == [1.0, 0.5, 1 / 3, 0.25, 0.2]
+
+
+def _collector_url(said: list[str]) -> str:
+    """The URL of the collector ``stepwatch run`` started, from what it said."""
+    for line in said:
+        if line.startswith("stepwatch: collector at "):
+            return line.split()[3].rstrip("/")
+    raise AssertionError("\n".join(said))
+
+
+def test_its_collector_takes_port_7070_or_says_why_not(tmp_path: Path) -> None:
+    """Port 7070 when free (another test may hold it meanwhile: then it must say so)."""
+    code, _, err = _stepwatch_run(
+        tmp_path, "--store", str(tmp_path / "s.duckdb"), "--gpu", "none", "--", "true"
+    )
+    assert code == 0, err.decode()
+    said = err.decode().splitlines()
+    if _collector_url(said) != "http://127.0.0.1:7070":
+        assert said[0].startswith("stepwatch: port 7070 is in use; the collector listens on ")
+
+
+def test_when_port_7070_is_taken_its_collector_listens_elsewhere_and_says_so(
+    tmp_path: Path,
+) -> None:
+    with contextlib.ExitStack() as held:
+        with contextlib.suppress(OSError):  # held by another program already: taken all the same
+            held.enter_context(socket.create_server(("127.0.0.1", 7070)))
+        code, _, err = _stepwatch_run(
+            tmp_path, "--store", str(tmp_path / "s.duckdb"), "--gpu", "none", "--", "true"
+        )
+    assert code == 0, err.decode()
+    said = err.decode().splitlines()
+    url = _collector_url(said)
+    assert said[0] == f"stepwatch: port 7070 is in use; the collector listens on {url} instead"
+    assert url != "http://127.0.0.1:7070"
+
+
+def test_keep_serving_serves_the_run_until_ctrl_c_and_its_link_opens_the_overview(
+    tmp_path: Path,
+) -> None:
+    with _start(
+        tmp_path,
+        *("--store", str(tmp_path / "kept.duckdb"), "--gpu", "none", "--run-id", "kept-1"),
+        *("--keep-serving", "--name", "kept run", "--", sys.executable, "train.py", "0", "ok"),
+    ) as proc:
+        try:
+            said = _said_until(proc, "until Ctrl-C")
+            link = said[-1].split(" serving ")[1].split()[0]
+            assert link == f"{_collector_url(said)}/#/overview?run=kept-1"
+            assert said[-1] == f"stepwatch: run kept-1 finished; serving {link} until Ctrl-C"
+            _open_in_a_browser(link, "kept run")
+        finally:  # served until Ctrl-C, whatever the test found
+            proc.send_signal(signal.SIGINT)
+            _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest.decode()
+    assert rest.decode().splitlines()[-1].startswith("stepwatch: run kept-1 finished; to look")
+    with Store(tmp_path / "kept.duckdb") as store:  # the collector closed it on the way out
+        run = store.get_run("kept-1")
+        assert run is not None and run.status == "finished"
+
+
+def _said_until(proc: subprocess.Popen[bytes], words: str) -> list[str]:
+    """The lines ``proc`` wrote on stderr up to the first with ``words``."""
+    assert proc.stderr is not None
+    said = [proc.stderr.readline().decode().rstrip("\n")]
+    while words not in said[-1]:
+        assert said[-1] or proc.poll() is None, "\n".join(said)
+        said.append(proc.stderr.readline().decode().rstrip("\n"))
+    return said
+
+
+def _open_in_a_browser(link: str, name: str) -> None:
+    """Open ``link`` in Chromium: the overview of the run called ``name`` shows."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = browser.new_page()
+            page.goto(link)
+            expect(page.locator('[data-view="overview"]')).to_be_visible(timeout=30_000)
+            expect(page.locator("body")).to_contain_text(name, timeout=30_000)
+        finally:
+            browser.close()
 
 
 def test_asking_for_a_gpu_that_is_not_there_is_a_clear_error(tmp_path: Path) -> None:

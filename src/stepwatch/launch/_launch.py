@@ -191,7 +191,9 @@ def launch(
         return _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
     from ..server import ServerThread  # only when no collector was given
 
-    collector = ServerThread(launch.store_path, port=COLLECTOR_PORT).start_or_elsewhere(say)
+    collector = ServerThread(launch.store_path, port=COLLECTOR_PORT).start_or_elsewhere(
+        lambda line: say(f"stepwatch: {line}")
+    )
     try:
         say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")
         options = dataclasses.replace(
