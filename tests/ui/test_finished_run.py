@@ -59,11 +59,9 @@ class Training:
 
     def finish(self) -> dict[str, Any]:
         """Finish the run (once); its summary once the collector has it finished."""
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("\n")
-            self.proc.stdin.flush()
-            assert self.proc.wait(timeout=60) == 0
+        if self.proc.returncode is None:
+            self.proc.communicate("\n", timeout=60)  # and closes the pipes
+            assert self.proc.returncode == 0
         return self._wait(lambda run: run["status"] == "finished", "the end of the run")
 
     def _wait(self, done: Any, what: str) -> dict[str, Any]:
