@@ -154,3 +154,8 @@ def test_a_log_file_that_is_not_there_yet_is_waited_for(server: Any, tmp_path: P
         + ["--log", str(tmp_path / "later.log"), "--", sys.executable, "-c", "pass"],
     )
     assert result.exit_code == 0, result.output
+
+
+def test_keep_serving_with_a_given_server_is_one_line() -> None:
+    line = _fails("run", "--server", "http://127.0.0.1:9", "--keep-serving", "--", "true")
+    assert line == "Error: --keep-serving is for the collector started without --server"
