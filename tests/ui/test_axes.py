@@ -158,3 +158,21 @@ def test_heatmap_has_a_time_axis(page: Page, fault_demo: LiveDemo) -> None:
         dashboard.open("heatmap", run=fault_demo.run_id)
         dashboard.chart("heatmap", min_points=8)
         assert_axis_under(page, ".heatmap-plot canvas", '[data-chart="heatmap"] [data-axis="time"]')
+
+
+@pytest.mark.parametrize("view", ["runs", "overview", "hardware", "steptime", "heatmap", "alerts"])
+def test_a_narrow_page_does_not_scroll_sideways(
+    page: Page, fault_demo: LiveDemo, view: str
+) -> None:
+    if view == "alerts":
+        wait_for_alert(fault_demo, "log_oom")
+    page.set_viewport_size(NARROW)
+    dashboard = Dashboard(page, fault_demo.url)
+    expect(dashboard.open(view, run=fault_demo.run_id)).to_be_visible()
+    charts = page.locator("[data-chart]")
+    for i in range(charts.count()):
+        expect(charts.nth(i)).to_have_attribute("data-ready", "1")
+    if view in ("runs", "alerts"):
+        expect(page.locator("[data-row]").first).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= NARROW["width"], f"{view} is {width} px wide"
