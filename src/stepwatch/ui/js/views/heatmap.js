@@ -1,7 +1,7 @@
 // Sync-latency heatmap: communication time per rank (rows) over time (columns), colour-scaled
 // on a canvas; hover tells rank, time and value; drag across it to zoom. Each cell is the
-// slowest sync of its rank in its bucket, read from the store's pre-aggregated tiers (one
-// series per rank), so a long run with many ranks stays quick.
+// longest communication time of its rank in its column, read from the store's pre-aggregated
+// tiers (one series per rank), so a long run with many ranks stays quick.
 
 import { el, fmtClock, fmtNum, byLabel } from "../util.js";
 import { multi } from "../data.js";
