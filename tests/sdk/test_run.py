@@ -44,6 +44,27 @@ def test_logged_values_reach_the_spool_exactly(spooled: Spooled, make_run: MakeR
     assert meta["status"] == "finished" and meta["config"] == {"lr": 3e-4, "path": "/data"}
 
 
+def test_a_log_without_step_lands_on_the_last_run_step(spooled: Spooled, make_run: MakeRun) -> None:
+    run = make_run()
+    run.log({"loss": 1.0})  # before any step: none
+    for i in (4, 5):
+        with run.step(i):
+            run.log({"loss": float(i)})
+        run.log({"lr": 0.1})  # after the block: still that step
+    run.log({"loss": 9.0}, step=100)  # an explicit step wins
+    run.finish()
+    samples, _ = spooled(run.spool_dir)
+    got = [(name, step) for name, _, step, _ in samples if name in ("train.loss", "train.lr")]
+    assert got == [
+        ("train.loss", -1),
+        ("train.loss", 4),
+        ("train.lr", 4),
+        ("train.loss", 5),
+        ("train.lr", 5),
+        ("train.loss", 100),
+    ]
+
+
 def test_a_bad_call_raises_at_the_call_site_and_appends_nothing(
     spooled: Spooled, make_run: MakeRun
 ) -> None:

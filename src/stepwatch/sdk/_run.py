@@ -99,8 +99,8 @@ class Run:
         if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
             write_run(self.spool_dir.parent, self._record)
         self._timer = StepTimer(self._log_timed, perf_clock)
-        #: The step ``log()`` records at when given none: ``watch()`` keeps it at the optimizer
-        #: step in progress; None (the default) records such samples without a step.
+        #: The step ``log()`` records at when given none: the last ``run.step(i)``, or the
+        #: optimizer step in progress under ``watch()``; None (before either) records no step.
         self.current_step: int | None = None
         self._cache: dict[object, int] = {}
         self._label_caches: dict[tuple[tuple[str, object], ...], dict[object, int]] = {}
@@ -195,7 +195,9 @@ class Run:
         return sid
 
     def step(self, step: int) -> AbstractContextManager[None]:
-        """``with run.step(i):`` records ``train.step_time_s`` (and phase times) for step ``i``."""
+        """``with run.step(i):`` records ``train.step_time_s`` (and phase times) for step ``i``;
+        from then on ``log()`` without ``step=`` records at ``i`` too."""
+        self.current_step = as_step(step)
         return self._timer.step(step)
 
     def phase(self, name: str) -> AbstractContextManager[None]:
