@@ -7,7 +7,6 @@ goes through the SDK, the spool and HTTP into the collector started here.
 
 from __future__ import annotations
 
-import errno
 import math
 import tempfile
 import threading
@@ -131,22 +130,6 @@ def _next_tick(due: float, every: float, now: float) -> float:
     return following if following > now else now + every
 
 
-def _start_server(config: DemoConfig, out: Out) -> ServerThread:
-    """The collector on the configured port, or on a free one when that port is taken."""
-    try:
-        return ServerThread(
-            config.store_path, config.host, config.port, rules=config.rules, notify=config.notify
-        ).start()
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE or config.port == 0:
-            raise
-    server = ServerThread(
-        config.store_path, config.host, 0, rules=config.rules, notify=config.notify
-    ).start()
-    out(f"port {config.port} is in use; the collector listens on {server.url} instead")
-    return server
-
-
 def run_demo(
     config: DemoConfig,
     out: Out = print,
@@ -165,7 +148,9 @@ def run_demo(
     run_id = f"demo-{uuid.uuid4().hex[:8]}"
     report = Reporter(config, out)
     with ExitStack() as stack:
-        server = _start_server(config, out)
+        server = ServerThread(
+            config.store_path, config.host, config.port, rules=config.rules, notify=config.notify
+        ).start_or_elsewhere(out)
         stack.callback(server.stop)
         spool = config.spool_dir or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="stepwatch-demo-"))
