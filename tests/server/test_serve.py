@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -50,6 +52,24 @@ def test_elsewhere_a_busy_port_gives_way_to_a_free_one_and_says_so(tmp_path: Pat
         finally:
             second.stop()
     assert said == [f"port {port} is in use; the collector listens on {second.url} instead"]
+
+
+def test_the_module_entry_point_says_a_held_store_or_a_busy_port_in_one_line(
+    server, tmp_path: Path, port: int
+) -> None:
+    """``python -m stepwatch.server``, as containers start it: one line and exit 1."""
+    cases = [
+        (["--store", str(server.store_path), "--port", str(port)], "in use by another"),
+        (["--store", str(tmp_path / "b.duckdb"), "--port", str(server.port)], "port is in use"),
+    ]
+    for args, said in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "stepwatch.server", *args], capture_output=True, text=True
+        )
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("error: ") and said in done.stderr
+        assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "b.duckdb").exists()
 
 
 def test_a_store_another_process_holds_leaves_the_port_free(server, port: int) -> None:

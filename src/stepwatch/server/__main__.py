@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..detect import RuleError
+from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
 
@@ -46,8 +47,10 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             notify=args.notify,
             playbooks=args.playbooks,
         )
-    except RuleError as exc:  # a mistake in a rule or playbooks file: its file:line, no traceback
-        raise SystemExit(str(exc)) from None
+    except (RuleError, StoreError, OSError) as exc:
+        # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
+        # port in use: one line, no traceback.
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":
