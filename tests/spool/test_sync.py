@@ -134,7 +134,7 @@ def test_a_collector_answering_try_later_or_rejecting_is_said_in_words(tmp_path:
         assert (busy.batches, busy.unsent) == (0, 3)
         assert re.fullmatch(
             rf"sent 0 batches \(0 samples\) of 1 run; 3 batches left: server {collector.url} "
-            r"still failing after \d\.\d s: .*: the collector answered 503, will retry",
+            r"still failing after \d\.\d s: .*: the collector answered 503 \(try later\)",
             busy.describe(),
         ), busy.describe()
         collector.faults.fail_next, collector.faults.reject_seqs = 0, {1}

@@ -43,7 +43,7 @@ def _accepted(response: Response, what: str) -> bool:
     if 200 <= status < 300:
         return True
     if status in (408, 429) or status >= 500:
-        raise TransportError(f"{what}: the collector answered {status}, will retry")
+        raise TransportError(f"{what}: the collector answered {status} (try later)")
     if status in (401, 403):
         raise AuthError(
             f"the collector refused our token ({status}: {response.body.get('error')}); "
