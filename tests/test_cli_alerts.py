@@ -117,6 +117,17 @@ def test_alerts_without_the_token_fails_with_the_collectors_reason(collector: An
     assert "401" in result.output and "bearer token" in result.output
 
 
+def test_a_collector_nobody_runs_is_one_line_saying_what_to_do(port: int) -> None:
+    url = f"http://127.0.0.1:{port}"
+    for args in (("alerts",), ("top", "--once")):
+        result = _cli(*args, "--server", url)
+        assert result.exit_code == 1 and result.exception is not None
+        assert result.output == (
+            f"Error: cannot reach the collector at {url} (connection refused): "
+            "start one (stepwatch server) or name it with --server URL\n"
+        )
+
+
 def test_silence_add_list_and_expire(collector: Any) -> None:
     server = ("--server", collector.url, "--token", TOKEN)
     added = _cli(

@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 from rich.table import Table
 
-from .._text import plural
-from ..top import format_duration
+from .._text import format_duration, plural, unreachable
 
 __all__ = [
     "AlertsClient",
@@ -67,7 +66,7 @@ class AlertsClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ClientError(f"cannot reach the collector at {self._url}: {exc}") from None
+            raise ClientError(unreachable(self._url, exc)) from None
         if response.is_success:
             return response.json()
         try:

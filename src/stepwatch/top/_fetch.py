@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from .._text import unreachable
 from ..wire import parse_value
 from ._alerts import alerts_from_api, open_alerts_from_events
 from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
@@ -96,7 +97,7 @@ class TopClient:
                 break
             except httpx.TransportError as exc:
                 if attempt:
-                    raise TopError(f"cannot reach the collector at {self._server}: {exc}") from None
+                    raise TopError(unreachable(self._server, exc)) from None
         if response.status_code == 401:
             raise TopError(f"{self._server} needs a token: pass --token or set STEPWATCH_TOKEN")
         return response

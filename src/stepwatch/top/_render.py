@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from .._text import format_duration
 from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
 
 __all__ = ["format_duration", "render", "sparkline"]
@@ -38,19 +39,6 @@ def sparkline(values: Sequence[float]) -> Text:
             level = 0 if hi == lo else round((v - lo) / (hi - lo) * (len(_TICKS) - 1))
             out.append(_TICKS[level], style="cyan")
     return out
-
-
-def format_duration(seconds: float) -> str:
-    """Two units at most: 45s, 4m 05s, 3h 12m, 2d 07h."""
-    s = max(0, int(seconds))
-    days, s = divmod(s, 86400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {s:02d}s" if minutes else f"{s}s"
 
 
 def _seconds(value: float | None) -> str:
