@@ -23,15 +23,17 @@ def _json_option(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 def _show(found: Sequence[Any], as_json: bool, table: Callable[[Sequence[Any]], Any]) -> None:
-    """The API's objects as a JSON array (``--json``), else as a table."""
+    """The API's objects as a JSON array (``--json``), else as a table; an empty table is its
+    title alone ("0 alerts"), not a box around nothing."""
     if as_json:
         import json
 
         click.echo(json.dumps(list(found), indent=2))
-    else:
-        from rich.console import Console
+        return
+    from rich.console import Console
 
-        Console().print(table(found))
+    shown = table(found)
+    Console().print(shown if found else shown.title)
 
 
 @main.command()
@@ -114,15 +116,14 @@ def silence_add(
 @silence.command("list")
 @click.option("--all", "include_ended", is_flag=True, help="Expired silences too.")
 @_client_options
-def silence_list(include_ended: bool, server_url: str, token: str | None) -> None:
+@_json_option
+def silence_list(include_ended: bool, server_url: str, token: str | None, as_json: bool) -> None:
     """List the silences in force (or all of them)."""
-    from rich.console import Console
-
     from ..server._alerts_client import silences_table
 
     with _client(server_url, token) as client:
         found = client.silences(include_ended)
-    Console().print(silences_table(found))
+    _show(found, as_json, silences_table)
 
 
 @silence.command("expire")
