@@ -67,7 +67,9 @@ def _counts(store: Store, run_id: str) -> Counter[tuple[str, str | None, str | N
 def test_a_whole_run_reaches_the_store_from_every_rank_gpu_and_host(tmp_path: Path) -> None:
     config = _small(tmp_path)
     summary, lines = _play(config)
-    assert lines[0].startswith(f"stepwatch demo: open {summary.url}/")
+    assert lines[0] == (
+        f"stepwatch demo: open {summary.url}/#/overview?run={summary.run_id} to watch the run live"
+    )
     assert summary.status == RunStatus.FINISHED and summary.steps == STEPS
     with Store(config.store_path) as store:
         run = store.get_run(summary.run_id)
@@ -108,6 +110,10 @@ def test_the_demo_stops_by_itself_after_its_duration(tmp_path: Path) -> None:
     summary, lines = _play(_small(tmp_path, duration_s=0.3, planned_total_steps=100_000))
     assert summary.status == RunStatus.FINISHED and 0 < summary.steps < 100_000
     assert lines[-1].startswith(f"run {summary.run_id} finished")
+    assert lines[-1].endswith(  # and how to look at it once the demo's collector has stopped
+        f"to look at it again: stepwatch server --store {tmp_path / 'demo.duckdb'}, "
+        f"then open http://127.0.0.1:7070/#/overview?run={summary.run_id}"
+    )
 
 
 @pytest.mark.parametrize("field", ["duration_s", "hw_interval_s", "report_every_s"])

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -131,10 +132,12 @@ def test_the_demo_serves_its_page_and_its_run(
     proc = processes.start(args, log)
     printed = eventually(lambda: re.search(r"open (http://\S+) ", log.read_text()) or proc.poll())
     assert isinstance(printed, re.Match), log.read_text()
-    url = printed.group(1).rstrip("/")
+    link = urlsplit(printed.group(1))
+    url = f"{link.scheme}://{link.netloc}"
     run = eventually(lambda: re.search(r"simulating run (\S+):", log.read_text()))
     assert run is not None, log.read_text()
-    page = httpx.get(f"{url}/", timeout=10)
+    assert link.fragment == f"/overview?run={run.group(1)}"  # the link opens the run's overview
+    page = httpx.get(printed.group(1), timeout=10)
     assert page.status_code == 200 and "<title>stepwatch</title>" in page.text
     assert run.group(1) in [r["id"] for r in api(url, "/api/v1/runs")]
     assert eventually(lambda: stored_losses(url, run.group(1))), log.read_text()

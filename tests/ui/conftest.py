@@ -71,7 +71,7 @@ def _banner(log_path: Path, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while proc.poll() is None and time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")
-        url = re.search(r"open (http://\S+?)/ ", text)
+        url = re.search(r"open (http://[^/\s]+)/\S* ", text)
         run = re.search(r"simulating run (\S+):", text)
         if url and run:
             return url.group(1), run.group(1)

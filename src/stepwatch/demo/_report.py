@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._links import look_again, run_link
 from ._config import DemoConfig, DemoSummary
 from ._faults import FaultPlan
 from ._shape import TrainingShape
@@ -54,7 +55,7 @@ class Reporter:
 
     def banner(self, url: str, run_id: str) -> None:
         c = self._config
-        self._out(f"stepwatch demo: open {url}/ to watch the run live")
+        self._out(f"stepwatch demo: open {run_link(url, run_id)} to watch the run live")
         until = "Ctrl-C stops it" if c.duration_s is None else f"it stops after {c.duration_s:g} s"
         self._out(
             f"simulating run {run_id}: {c.nodes} nodes x {c.gpus_per_node} GPUs, "
@@ -98,5 +99,6 @@ class Reporter:
         self._out(
             f"run {summary.run_id} {summary.status}: {summary.steps:,} steps, "
             f"{summary.samples:,} metric samples and {summary.events} events "
-            f"in {summary.elapsed_s:.0f} s, stored in {store_path}"
+            f"in {summary.elapsed_s:.0f} s, stored in {store_path}; "
+            + look_again(store_path, summary.run_id)
         )

@@ -1,5 +1,5 @@
 """``stepwatch run -- CMD``: run a command as a recorded, watched training run."""
 
-from ._launch import CommandNotFound, Launch, Outcome, launch, run_link
+from ._launch import CommandNotFound, Launch, Outcome, launch
 
-__all__ = ["CommandNotFound", "Launch", "Outcome", "launch", "run_link"]
+__all__ = ["CommandNotFound", "Launch", "Outcome", "launch"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -22,22 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
-from urllib.parse import quote
 
+from .._links import DEFAULT_PORT, look_again, run_link
 from ..collect import Agent, AgentOptions, HostSource, OutputPump, open_agent
 from ..model import Event, RunStatus
 from ..model import Run as RunRecord
 from ..spool import write_run
 
-__all__ = ["CommandNotFound", "Launch", "Outcome", "launch", "run_link"]
+__all__ = ["CommandNotFound", "Launch", "Outcome", "launch"]
 
 #: Signals passed on to the command (it runs in its own process group, so it hears them once).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long to wait for output after the command exits (a grandchild may hold the pipe open).
 PUMP_TIMEOUT_S = 10.0
-#: Where the collector started for the run listens when it can: `stepwatch server`'s port, so
-#: the run's link is the same when the store is served again.
-COLLECTOR_PORT = 7070
 
 
 class CommandNotFound(ValueError):
@@ -86,14 +82,7 @@ class Outcome:
         ended = f"stepwatch: run {self.run_id} {self.status}"
         if self.store is None:
             return f"{ended}: {run_link(self.server, self.run_id)}"
-        again = run_link(f"http://127.0.0.1:{COLLECTOR_PORT}", self.run_id)
-        serve = f"stepwatch server --store {shlex.quote(str(self.store))}"
-        return f"{ended}; to look at it again: {serve}, then open {again}"
-
-
-def run_link(server: str, run_id: str) -> str:
-    """The dashboard's overview of one run (its hash route)."""
-    return f"{server}/#/overview?run={quote(run_id)}"
+        return f"{ended}; {look_again(self.store, self.run_id)}"
 
 
 def _check_runnable(program: str) -> None:
@@ -191,7 +180,9 @@ def launch(
         return _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
     from ..server import ServerThread  # only when no collector was given
 
-    collector = ServerThread(launch.store_path, port=COLLECTOR_PORT).start_or_elsewhere(
+    # `stepwatch server`'s port when free, so the run's link is the same when its store is served
+    # again.
+    collector = ServerThread(launch.store_path, port=DEFAULT_PORT).start_or_elsewhere(
         lambda line: say(f"stepwatch: {line}")
     )
     try:
