@@ -22,7 +22,7 @@ from ._base import (
 
 @main.group()
 def rules() -> None:
-    """Check detection rule files."""
+    """Check detection rule files and run their unit tests."""
 
 
 @rules.command("check")
