@@ -66,6 +66,16 @@ def test_a_store_another_collector_holds_says_which_and_how_to_read_it(
     assert "copy the file" in line
 
 
+def test_replay_of_a_store_another_collector_holds_says_how_to_read_it(
+    server: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "alerts.jsonl"
+    line = _fails("replay", str(server.store_path), "--run", "r1", "--out", str(out))
+    assert f"is in use by another process (PID {server.proc.pid})" in line
+    assert f"read it through that collector's API (--server {server.url})" in line
+    assert not out.exists()
+
+
 def test_a_port_in_use_is_said_before_the_store_file_is_made(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]

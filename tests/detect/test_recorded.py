@@ -16,7 +16,7 @@ import pytest
 
 from stepwatch.detect._recorded import Chunk, RecordingError, describe, read_recorded
 from stepwatch.model import NO_STEP, Event, Run, SampleBatch, SeriesKey
-from stepwatch.store import Store
+from stepwatch.store import Store, StoreError
 
 T0 = 1_780_000_000.0
 RUN = "s000-01-test"
@@ -325,7 +325,7 @@ def test_store_needs_a_known_run(tmp_path: Path) -> None:
         read_all(path)
     with pytest.raises(RecordingError, match="s.duckdb: no run 'r9'"):
         describe(path, run="r9")
-    with Store(path), pytest.raises(RecordingError, match="s.duckdb.*already open"):
+    with Store(path), pytest.raises(StoreError, match="s.duckdb is already open"):
         read_all(path, run="r1")
     assert read_all(path, run="r1") == 1
 

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from .._text import plural
 from ..model import NO_STEP, Event, SampleBatch, SeriesKey
-from ..store import Store, StoreError
+from ..store import Store
 
 __all__ = ["Chunk", "RecordingError", "RecordingInfo", "describe", "read_recorded"]
 
@@ -123,10 +123,7 @@ def _planned_steps(path: Path) -> int | None:
 def _open_store(source: Path | Store, run: str | None) -> AbstractContextManager[Store]:
     """The store holding the run: opened here from a path (closed on exit) or the caller's."""
     path = source.path if isinstance(source, Store) else source
-    try:
-        store = source if isinstance(source, Store) else Store(path)
-    except StoreError as e:
-        raise RecordingError(f"{path}: {e}") from e
+    store = source if isinstance(source, Store) else Store(path)  # its StoreError names the file
     if run is None or (store.get_run(run) is None and not store.series(match={"run": run})):
         error = _no_such_run(path, store, run)
         if store is not source:
