@@ -138,9 +138,15 @@ def test_every_mistake_names_file_line_and_field(
     assert str(error).startswith("r.yaml" if line is None else f"r.yaml:{line}: ")
 
 
-def test_an_unreadable_file_is_a_rule_error(tmp_path: Path) -> None:
-    with pytest.raises(RuleError, match="cannot read the file"):
-        load_rules(tmp_path / "missing.yaml", DETECTORS)
+def test_an_unreadable_file_is_a_rule_error_in_words(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(RuleError) as raised:
+        load_rules(missing, DETECTORS)
+    assert str(raised.value) == f"{missing}: cannot read the file: no such file or directory"
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("groups: []  # caf\xe9".encode("latin-1"))
+    with pytest.raises(RuleError, match=r"latin.yaml: cannot read the file: not UTF-8 text"):
+        load_rules(latin, DETECTORS)
 
 
 def test_templates_render_labels_values_and_humanized_numbers() -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..detect._yaml_fields import At, RuleError, compose
+from ..detect._yaml_fields import At, RuleError, compose, read_config
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError
 
 __all__ = ["Playbooks", "load_playbooks", "parse_playbooks"]
@@ -146,8 +146,5 @@ def parse_playbooks(text: str, source: str, base: Path | None = None) -> Playboo
 def load_playbooks(path: str | Path) -> Playbooks:
     """Read and validate a playbooks file; ansible playbook paths are relative to it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleError(str(path), None, "", f"cannot read the file: {exc}") from None
+    text = read_config(path)
     return parse_playbooks(text, str(path), path.resolve().parent)

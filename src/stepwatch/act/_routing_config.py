@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..detect import Matcher
-from ..detect._yaml_fields import At, RuleError, compose
+from ..detect._yaml_fields import At, RuleError, compose, read_config
 from ._receivers import Receiver, Retry, SlackReceiver, WebhookReceiver
 from ._receivers_alertmanager import AlertmanagerReceiver
 from ._receivers_mail import EmailReceiver
@@ -234,8 +234,5 @@ def parse_notify_config(
 def load_notify_config(path: str | Path, env: Mapping[str, str] | None = None) -> NotifyConfig:
     """Read and validate a config file."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise RuleError(str(path), None, "", f"cannot read: {exc.strerror}") from None
+    text = read_config(path)
     return parse_notify_config(text, str(path), env)

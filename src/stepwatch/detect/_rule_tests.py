@@ -31,7 +31,7 @@ from ..model import NO_STEP, Event, SampleBatch, SeriesKey
 from ._engine import Alert, Engine
 from ._lifecycle import AlertState
 from ._rules import RuleError, RuleSet, load_rules
-from ._yaml_fields import At, compose
+from ._yaml_fields import At, compose, read_config
 
 __all__ = ["RuleTestResult", "run_rule_tests"]
 
@@ -164,10 +164,7 @@ def run_rule_tests(
 ) -> list[RuleTestResult]:
     """Run every test case of one test file; a malformed file raises RuleError."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleError(str(path), None, "", f"cannot read the file: {exc}") from None
+    text = read_config(path)
     root = compose(text, str(path))
     if root is None:
         raise RuleError(str(path), None, "", "the file is empty: expected 'tests:'")

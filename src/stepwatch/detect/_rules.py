@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..model import canonical_name, validate_label
 from ._policies import Policies, parse_policies
 from ._templates import check_template
-from ._yaml_fields import At, Problems, RuleError, compose
+from ._yaml_fields import At, Problems, RuleError, compose, read_config
 
 __all__ = [
     "SEVERITIES",
@@ -364,8 +364,5 @@ def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
 def load_rules(path: str | Path, detectors: Detectors) -> RuleSet:
     """Read and validate one rule file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleError(str(path), None, "", f"cannot read the file: {exc}") from None
+    text = read_config(path)
     return parse_rules(text, str(path), detectors)

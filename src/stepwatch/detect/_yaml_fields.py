@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-__all__ = ["At", "Problems", "RuleError", "compose", "parse_duration"]
+__all__ = ["At", "Problems", "RuleError", "compose", "parse_duration", "read_config"]
 
 T = TypeVar("T")
 
@@ -83,6 +84,17 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise ValueError(f"expected a duration like 30s, 5m or 1h, got {text!r}")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def read_config(path: Path) -> str:
+    """A configuration file's text; one that cannot be read is a RuleError naming it, in words."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        why = (exc.strerror or type(exc).__name__).lower()
+    except UnicodeDecodeError as exc:
+        why = f"not UTF-8 text (byte {exc.start})"
+    raise RuleError(str(path), None, "", f"cannot read the file: {why}")
 
 
 def compose(text: str, source: str) -> yaml.Node | None:
