@@ -113,6 +113,22 @@ def test_a_name_given_twice_and_an_empty_file_are_refused() -> None:
         parse_playbooks("", "x.yaml")
 
 
+def test_every_wrong_entry_is_reported_in_line_order() -> None:
+    text = (
+        "playbooks:\n"
+        "  - {name: ok, kind: command, argv: [ls]}\n"
+        "  - {name: Bad-Name, kind: command, argv: [ls]}\n"
+        "  - {name: ok, kind: command, argv: [id]}\n"
+        "  - {name: later, kind: shell}\n"
+    )
+    with pytest.raises(RuleError) as caught:
+        parse_playbooks(text, "x.yaml")
+    lines = str(caught.value).splitlines()
+    assert [line.split(": ")[0] for line in lines] == ["x.yaml:3", "x.yaml:4", "x.yaml:5"]
+    assert "lower_snake_case" in lines[0] and "already defined (line 2)" in lines[1]
+    assert "expected one of" in lines[2]
+
+
 def test_a_label_is_one_argument_whatever_it_holds() -> None:
     entry = Playbook("fix", "command", argv=("drain", "--node={node}", "{gpu}", "{node.__class__}"))
     labels = {"node": "node1; rm -rf / `reboot` $(id)", "gpu": "3 4"}

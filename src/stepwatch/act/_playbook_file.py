@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..detect._yaml_fields import At, RuleError, compose, read_config
+from ..detect._yaml_fields import At, Problems, RuleError, compose, read_config
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError
 
 __all__ = ["Playbooks", "load_playbooks", "parse_playbooks"]
@@ -124,22 +124,25 @@ def _entry(at: At, base: Path) -> Playbook:
 
 
 def parse_playbooks(text: str, source: str, base: Path | None = None) -> Playbooks:
-    """Validate a playbooks file's text (ansible paths relative to ``base``); raise RuleError
-    at the first mistake."""
+    """Validate a playbooks file's text (ansible paths relative to ``base``); the RuleError
+    raised names the first mistake of every wrong entry, in line order."""
     root = compose(text, source)
     if root is None:
         raise RuleError(source, None, "", "the file is empty: expected 'playbooks:'")
     top = At(root, "", source).mapping({"playbooks"}, {"playbooks"})
+    problems = Problems()
     seen: dict[str, int] = {}
     entries = []
     for entry_at in top["playbooks"].items():
-        entry = _entry(entry_at, base or Path.cwd())
+        entry = problems.check(_entry, entry_at, base or Path.cwd(), default=None)
+        if entry is None:
+            continue  # its mistake is noted; the other entries are still checked
         if entry.name in seen:
-            raise entry_at.error(
-                f"playbook {entry.name!r} is already defined (line {seen[entry.name]})"
-            )
+            again = f"playbook {entry.name!r} is already defined (line {seen[entry.name]})"
+            problems.add(entry_at.error(again))
         seen[entry.name] = entry.line
         entries.append(entry)
+    problems.raise_any()
     return Playbooks(tuple(entries))
 
 
