@@ -201,6 +201,25 @@ def test_mistakes_name_the_file_line_and_field(text: str, expected: str) -> None
     assert str(caught.value).startswith(expected), str(caught.value)
 
 
+def test_every_wrong_receiver_is_reported_in_line_order() -> None:
+    text = (
+        "receivers:\n"
+        "  - {name: a, type: webhook}\n"
+        "  - {name: b, type: webhook, url: http://h}\n"
+        "  - {name: c, type: pager}\n"
+        "external_url: ftp://x\n"
+        "route: {receiver: a}\n"
+    )
+    with pytest.raises(RuleError) as caught:
+        parse_notify_config(text, "n.yaml", {})
+    assert str(caught.value).splitlines() == [
+        "n.yaml:2: receivers[0]: missing required key 'url'",
+        "n.yaml:4: receivers[2].type: unknown receiver type 'pager'; expected one of "
+        "alertmanager, email, slack, webhook",
+        "n.yaml:5: external_url: expected an http:// or https:// URL, got 'ftp://x'",
+    ]
+
+
 def _tree() -> Route:
     return Route(
         "default",

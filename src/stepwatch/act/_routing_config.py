@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..detect import Matcher
-from ..detect._yaml_fields import At, RuleError, compose, read_config
+from ..detect._yaml_fields import At, Problems, RuleError, compose, read_config
 from ._receivers import Receiver, Retry, SlackReceiver, WebhookReceiver
 from ._receivers_alertmanager import AlertmanagerReceiver
 from ._receivers_mail import EmailReceiver
@@ -206,7 +206,8 @@ def _route(at: At, parent: Route | None, receivers: Mapping[str, Receiver]) -> R
 def parse_notify_config(
     text: str, source: str = "<notify>", env: Mapping[str, str] | None = None
 ) -> NotifyConfig:
-    """The config in ``text``; a RuleError naming ``source:line: field`` at the first mistake.
+    """The config in ``text``; the RuleError raised names ``source:line: field`` of the first
+    mistake of every wrong receiver, in line order, else the route's.
 
     Args:
         text: the YAML document.
@@ -220,14 +221,22 @@ def parse_notify_config(
         ("receivers", "route", "external_url"), ("receivers", "route")
     )
     reader = _Reader(os.environ if env is None else env)
+    problems = Problems()
     receivers: dict[str, Receiver] = {}
     for at in top["receivers"].items():
-        receiver = _receiver(reader, at)
+        receiver = problems.check(_receiver, reader, at, default=None)
+        if receiver is None:
+            continue  # its mistake is noted; the other receivers are still checked
         if receiver.name in receivers:
-            raise at.mapping(None)["name"].error(f"receiver {receiver.name!r} is named twice")
+            twice = f"receiver {receiver.name!r} is named twice"
+            problems.add(at.mapping(None)["name"].error(twice))
         receivers[receiver.name] = receiver
+    external = ""
+    if "external_url" in top:
+        external = problems.check(reader.url, top["external_url"], default="")
+    if problems:  # a route naming a wrong receiver would only repeat its mistake
+        problems.raise_any()
     route = _route(top["route"], None, receivers)
-    external = reader.url(top["external_url"]) if "external_url" in top else ""
     return NotifyConfig(receivers, route, external.rstrip("/"))
 
 
