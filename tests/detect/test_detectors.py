@@ -59,6 +59,7 @@ DETECTORS: dict[str, Callable[[], Detector]] = {
     "rise": lambda: Rise(halflife=10.0, window=100),
     "share": lambda: Share(3.0, window_s=50.0),
     "iqr": lambda: IqrFence(window=50),
+    "iqr_detrend": lambda: IqrFence(window=50, detrend=True),
 }
 
 # Known answers: the exact anomalous samples, or the first one of a lasting alarm.
@@ -68,6 +69,7 @@ FIRES: dict[tuple[str, str], list[int]] = {
     ("threshold", "spike"): [300],
     ("robust_z", "spike"): [300],
     ("iqr", "spike"): [300],
+    ("iqr_detrend", "spike"): [300],
 }
 FIRST: dict[tuple[str, str], int] = {
     ("robust_z", "step"): 300,
@@ -303,6 +305,64 @@ def test_iqr_fences_are_not_widened_by_earlier_outliers() -> None:
     assert verdict.score[220] == pytest.approx((12.0 - q3) / (q3 - q1))
 
 
+@dataclass
+class Fall:
+    """A loss with or without a spike that doubles it and fades over 20 steps; ``held`` is
+    whether 3 samples in a row are beyond. ``flat`` is a late run's flat loss with a run of 6
+    low samples before it returns, in place of a young run's fall."""
+
+    seed: int
+    spike_at: int | None
+    detrend: bool
+    held: bool
+    flat: bool = False
+
+
+def _loss(case: Fall) -> np.ndarray:
+    steps = np.arange(300.0)
+    rng = np.random.default_rng(case.seed)
+    if case.flat:
+        loss = 2.0 * (1 + 0.012 * rng.standard_normal(steps.size))
+        loss[150:156] *= 0.975
+        loss[156:160] *= 1.03
+    else:  # a steep power law, noisier early
+        loss = (2.0 + 8.0 * (steps + 1) ** -0.35) * (1 + 0.03 * rng.standard_normal(steps.size))
+    if case.spike_at is not None:
+        since = steps[case.spike_at : case.spike_at + 20] - case.spike_at
+        loss[case.spike_at : case.spike_at + 20] *= 1 + np.exp(-4 * since / 20)
+    return loss
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        *(Fall(seed, at, detrend=True, held=True) for seed in (1, 2, 3) for at in (12, 20, 150)),
+        *(Fall(seed, None, detrend=True, held=False) for seed in range(1, 7)),
+        Fall(1, 12, detrend=False, held=False),  # the fall's own spread hides it
+        Fall(2, 20, detrend=False, held=False),
+        # the low run tilts the line, but a flat window is judged without it
+        *(Fall(seed, None, detrend=True, held=False, flat=True) for seed in (11, 12, 13)),
+        Fall(11, 200, detrend=True, held=True, flat=True),
+    ],
+)
+def test_iqr_detrend_sees_a_spike_on_a_steep_fall(case: Fall) -> None:
+    loss = _loss(case)
+    detector = IqrFence(k=3.0, window=20, warmup=8, detrend=case.detrend)
+    beyond = detector.update(np.arange(loss.size, dtype=np.float64), loss).anomalous
+    runs = np.convolve(beyond, np.ones(3), mode="valid") == 3
+    assert runs.any() == case.held
+    if case.held and case.spike_at is not None:
+        assert case.spike_at <= np.flatnonzero(runs)[0] <= case.spike_at + 3
+
+
+def test_iqr_detrend_judges_a_flat_window_as_without() -> None:
+    loss = _loss(Fall(12, None, detrend=True, held=False, flat=True))
+    ts = np.arange(loss.size, dtype=np.float64)
+    detrended = IqrFence(k=3.0, window=20, warmup=8, detrend=True).update(ts, loss)
+    plain = IqrFence(k=3.0, window=20, warmup=8).update(ts, loss)
+    np.testing.assert_array_equal(detrended.score[100:], plain.score[100:])
+
+
 def test_trend_with_a_horizon_fires_when_the_target_is_due_within_it() -> None:
     ts = 60.0 * np.arange(600)  # 10 hours, a sample a minute
     free = 10e12 - 1e12 * ts / 3600.0  # 1 TB an hour less: empty after 10 h
@@ -392,6 +452,7 @@ def test_cusum_skips_non_positive_values() -> None:
         lambda: Share(1.0, window_s=0.0),
         lambda: IqrFence(k=0.0),
         lambda: IqrFence(window=10, warmup=20),
+        lambda: IqrFence(window=3, detrend=True),
         lambda: TrendSlope(horizon_s=60.0),
         lambda: RobustZ(level_halflife=0.0),
         lambda: Share(1.0, share=1.5),
@@ -406,6 +467,7 @@ WARMS = {
     "robust_z": 30,
     "cusum": 30,
     "iqr": 25,
+    "iqr_detrend": 25,
     "rise": 20,
     "plateau": 300,
     "share": 50.0,
