@@ -80,8 +80,13 @@ def _why(record: Mapping[str, Any]) -> str:
         for key in _WHY
         if (value := detail.get(key))
     ]
-    alert = " ".join(x for x in (record.get("kind", ""), record.get("alert_id", "")) if x)
+    alert = _alert_of(record)
     return "; ".join(said + ([f"alert {alert}"] if alert else []))
+
+
+def _alert_of(record: Mapping[str, Any]) -> str:
+    """The alert an audit record or an action is about: "gpu_thermal 3f2a", or blank."""
+    return " ".join(x for x in (record.get("kind", ""), record.get("alert_id", "")) if x)
 
 
 def audit_table(records: Sequence[dict[str, Any]]) -> Table:
@@ -120,7 +125,7 @@ def action_text(a: Mapping[str, Any]) -> str:
     else:
         decided = f"by {a['decided_by']}" if a.get("decided_by") else "no approval needed"
         decided += f": {a['comment']}" if a.get("comment") else ""
-    alert = " ".join(x for x in (a.get("kind", ""), a.get("alert_id", "")) if x)
+    alert = _alert_of(a)
     lines = [
         f"action {a['id']}: {a['playbook']} on {_entity(a['labels'])}",
         f"state:     {state}",
