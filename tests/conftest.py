@@ -58,9 +58,13 @@ class Collector:
     store_path: Path
     port: int
     log_path: Path
-    token: str | None = None
+    auth: bool = False
     extra_args: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = None
+    #: With ``auth``: the admin token of every project (what ``headers`` sends).
+    token: str | None = None
+    #: With ``auth``: a token per (role, project), for projects ``default`` and ``other``.
+    tokens: dict[tuple[str, str], str] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -69,14 +73,33 @@ class Collector:
 
     @property
     def headers(self) -> dict[str, str]:
-        """What a client must send when the collector has a token."""
+        """What a client must send when the collector has auth on (the admin's token)."""
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def headers_of(self, role: str, project: str = "default") -> dict[str, str]:
+        """The bearer header of the token of ``role`` over ``project``."""
+        return {"Authorization": f"Bearer {self.tokens[role, project]}"}
+
+    def _make_tokens(self) -> None:
+        """Tokens made on the store before the collector opens it, as an operator would."""
+        from stepwatch.auth import ALL_PROJECTS, Role, TokenBook
+        from stepwatch.store import Store
+
+        with Store(self.store_path) as store:
+            book = TokenBook(store)
+            self.token = book.create(Role.ADMIN, [ALL_PROJECTS], name="root")[1]
+            for role in Role:
+                for project in ("default", "other"):
+                    name = f"{role.value}-{project}"
+                    self.tokens[role.value, project] = book.create(role, [project], name=name)[1]
 
     def start(self) -> None:
         """Start the process and return once /readyz answers 200."""
         args = ["--store", str(self.store_path), "--port", str(self.port), *self.extra_args]
-        if self.token:
-            args += ["--token", self.token]
+        if self.auth:
+            if not self.tokens:
+                self._make_tokens()
+            args.append("--auth")
         env = {k: v for k, v in os.environ.items() if k != "STEPWATCH_TOKEN"}
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -139,11 +162,11 @@ class _Collectors:
         self.base = base
         self.started: list[Collector] = []
 
-    def start(self, token: str | None = None, extra_args: tuple[str, ...] = ()) -> Collector:
+    def start(self, auth: bool = False, extra_args: tuple[str, ...] = ()) -> Collector:
         home = self.base / f"collector{len(self.started)}"
         home.mkdir()
         collector = Collector(
-            home / "store.duckdb", free_port(), home / "collector.log", token, extra_args
+            home / "store.duckdb", free_port(), home / "collector.log", auth, extra_args
         )
         self.started.append(collector)
         collector.start()
@@ -156,7 +179,8 @@ class _Collectors:
 
 @pytest.fixture
 def collector_factory(tmp_path: Path) -> Iterator[CollectorFactory]:
-    """Start collectors with options (``token=``, ``extra_args=``); all are stopped at the end."""
+    """Start collectors with options (``auth=True``: tokens per role and project, see
+    ``Collector.tokens``; ``extra_args=``); all are stopped at the end."""
     collectors = _Collectors(tmp_path)
     yield collectors.start
     collectors.stop_all()

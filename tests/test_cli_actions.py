@@ -17,7 +17,6 @@ from click.testing import CliRunner, Result
 
 from stepwatch.cli import main
 
-TOKEN = "s3cret"
 WRITE_ARGS = (
     "import json, sys; open(sys.argv[1], 'w').write(json.dumps(sys.argv[2:])); "
     "print('cordoned', sys.argv[3]); print('careful', file=sys.stderr)"
@@ -40,11 +39,11 @@ def collector(collector_factory: Any, tmp_path: Path, out: Path) -> Any:
     playbooks.write_text(
         f"playbooks:\n  - name: cordon\n    kind: command\n    argv: {argv}\n    dry_run: false\n"
     )
-    return collector_factory(token=TOKEN, extra_args=("--playbooks", str(playbooks)))
+    return collector_factory(auth=True, extra_args=("--playbooks", str(playbooks)))
 
 
 def _client(collector: Any, *args: str) -> Result:
-    return _cli(*args, "--server", collector.url, "--token", TOKEN)
+    return _cli(*args, "--server", collector.url, "--token", collector.token)
 
 
 def _requested(result: Result) -> str:

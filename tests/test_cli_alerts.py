@@ -15,7 +15,6 @@ from click.testing import CliRunner, Result
 
 from stepwatch.cli import main
 
-TOKEN = "s3cret"
 RULES = """\
 groups:
   - name: site
@@ -37,7 +36,7 @@ def _cli(*args: str) -> Result:
 def collector(collector_factory: Any, tmp_path: Path) -> Any:
     rules = tmp_path / "site.yaml"
     rules.write_text(RULES)
-    return collector_factory(token=TOKEN, extra_args=("--rules", str(rules)))
+    return collector_factory(auth=True, extra_args=("--rules", str(rules)))
 
 
 def _hot_gpu(collector: Any) -> None:
@@ -69,7 +68,7 @@ def _cells(row: str) -> list[str]:
 
 def test_alerts_lists_what_a_rule_file_of_the_collector_raised(collector: Any) -> None:
     _hot_gpu(collector)
-    result = _cli("alerts", "--server", collector.url, "--token", TOKEN)
+    result = _cli("alerts", "--server", collector.url, "--token", collector.token)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("1 alert ")
     (row,) = [line for line in result.output.splitlines() if "gpu_thermal" in line]
@@ -77,9 +76,13 @@ def test_alerts_lists_what_a_rule_file_of_the_collector_raised(collector: Any) -
     assert (state, severity, kind) == ("firing", "critical", "gpu_thermal")
     assert labels == "gpu=1 node=n3 run=r1" and summary == "GPU 1 of n3 at 91.5 C"
     assert re.fullmatch(rf"{_local_minute(101.0)} \(\d+d \d\dh ago\)", since), since
-    result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--state", "resolved")
+    result = _cli(
+        "alerts", "--server", collector.url, "--token", collector.token, "--state", "resolved"
+    )
     assert result.exit_code == 0 and result.output == "0 alerts\n"  # no empty box
-    result = _cli("alerts", "--server", collector.url, "--token", TOKEN, "--group-by", "kind,node")
+    result = _cli(
+        "alerts", "--server", collector.url, "--token", collector.token, "--group-by", "kind,node"
+    )
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.output.splitlines() if "kind=gpu_thermal" in line]
     assert "node=n3" in row and "critical" in row and result.output.startswith("1 group ")
@@ -87,7 +90,7 @@ def test_alerts_lists_what_a_rule_file_of_the_collector_raised(collector: Any) -
 
 def test_alerts_as_json_are_the_apis_objects(collector: Any) -> None:
     _hot_gpu(collector)
-    server = ("--server", collector.url, "--token", TOKEN)
+    server = ("--server", collector.url, "--token", collector.token)
     result = _cli("alerts", *server, "--json")
     assert result.exit_code == 0, result.output
     api = httpx.get(f"{collector.url}/api/v1/alerts", headers=collector.headers).json()
@@ -99,7 +102,15 @@ def test_alerts_as_json_are_the_apis_objects(collector: Any) -> None:
 
 
 def test_grouping_by_a_label_no_alert_has_is_refused(collector: Any) -> None:
-    args = ("alerts", "--server", collector.url, "--token", TOKEN, "--group-by", "kind,nod")
+    args = (
+        "alerts",
+        "--server",
+        collector.url,
+        "--token",
+        collector.token,
+        "--group-by",
+        "kind,nod",
+    )
     nothing = _cli(*args)  # no alerts yet: no label is known to be wrong
     assert nothing.exit_code == 0 and nothing.output == "0 groups\n"
     _hot_gpu(collector)
@@ -129,7 +140,7 @@ def test_a_collector_nobody_runs_is_one_line_saying_what_to_do(port: int) -> Non
 
 
 def test_silence_add_list_and_expire(collector: Any) -> None:
-    server = ("--server", collector.url, "--token", TOKEN)
+    server = ("--server", collector.url, "--token", collector.token)
     added = _cli(
         "silence",
         "add",
@@ -167,7 +178,7 @@ def test_silence_add_list_and_expire(collector: Any) -> None:
 
 
 def test_silence_add_refuses_a_bad_duration_or_matcher(collector: Any) -> None:
-    server = ("--server", collector.url, "--token", TOKEN)
+    server = ("--server", collector.url, "--token", collector.token)
     result = _cli("silence", "add", "node=n3", "--duration", "forever", *server)
     assert result.exit_code == 2 and "expected a duration like" in result.output
     result = _cli("silence", "add", "node", "--duration", "1h", *server)

@@ -53,7 +53,7 @@ LiveFactory = Callable[..., ServerThread]
 
 @pytest.fixture
 def live_factory(tmp_path: Path) -> Iterator[LiveFactory]:
-    """Collectors in a thread of this process on a free port (``token=``, ``max_body_bytes=``),
+    """Collectors in a thread of this process on a free port (``auth=``, ``max_body_bytes=``),
     each on a fresh store, or on the store file ``store=NAME`` that collectors started one after
     another share (as across a restart)."""
     running: list[ServerThread] = []

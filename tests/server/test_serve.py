@@ -91,7 +91,6 @@ def test_sigterm_shuts_the_process_down_cleanly(server) -> None:
 
 def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
-        "Auth",
         "DEFAULT_MAX_BODY_BYTES",
         "ServerThread",
         "create_app",

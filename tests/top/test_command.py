@@ -51,12 +51,12 @@ def test_unknown_run_is_one_line_of_error(pushed: Pushed) -> None:
 
 
 def test_token(collector_factory: Any) -> None:
-    collector = collector_factory(token="s3cret")
+    collector = collector_factory(auth=True)
     run = {"id": "tok-run", "name": "behind a token", "planned_total_steps": 10}
     httpx.post(f"{collector.url}/api/v1/runs", json=run, headers=collector.headers)
     refused = top("--server", collector.url, "--once")
     assert refused.returncode == 1 and "needs a token" in refused.stderr
-    done = top("--server", collector.url, "--token", "s3cret", "--once")
+    done = top("--server", collector.url, "--token", collector.token, "--once")
     assert done.returncode == 0, done.stderr
     assert "behind a token" in done.stdout and "no open alerts" in done.stdout
 

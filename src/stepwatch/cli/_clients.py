@@ -99,7 +99,7 @@ def silence_add(
     """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
     import getpass
 
-    from ..detect._yaml_fields import parse_duration
+    from ..detect import parse_duration
     from ..server._alerts_client import human_time
 
     try:

@@ -27,10 +27,10 @@ from ._base import (
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=7070, show_default=True, type=int)
 @click.option(
-    "--token",
-    envvar="STEPWATCH_TOKEN",
+    "--auth/--no-auth",
     default=None,
-    help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
+    help="Require tokens with roles and projects on every route "
+    "(default: on unless --host is a loopback address).",
 )
 @_rules_option
 @_notify_option
@@ -44,7 +44,7 @@ def server(
     store_path: Path,
     host: str,
     port: int,
-    token: str | None,
+    auth: bool | None,
     rules: tuple[Path, ...],
     playbooks: Path | None,
     notify: Path | None,
@@ -57,7 +57,7 @@ def server(
             store_path,
             host=host,
             port=port,
-            token=token,
+            auth=auth,
             rules=rules,
             playbooks=playbooks,
             notify=notify,

@@ -53,6 +53,7 @@ from ._scoring import (
 from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
 from ._templates import check_template, render
+from ._yaml_fields import parse_duration
 
 __all__ = [
     "ALERT_EVENT",
@@ -133,6 +134,7 @@ __all__ = [
     "group_alerts",
     "inhibited",
     "load_rules",
+    "parse_duration",
     "parse_policies",
     "parse_rules",
     "read_alerts",

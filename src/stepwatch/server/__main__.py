@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,17 +12,17 @@ from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
 
 
-def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve until SIGINT/SIGTERM."""
-    env = dict(os.environ) if env is None else env
     parser = argparse.ArgumentParser(prog="python -m stepwatch.server", description=__doc__)
     parser.add_argument("--store", type=Path, default=Path("stepwatch.duckdb"), help="DuckDB file")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7070)
     parser.add_argument(
-        "--token",
-        default=env.get("STEPWATCH_TOKEN"),
-        help="require 'Authorization: Bearer TOKEN' (default: env STEPWATCH_TOKEN)",
+        "--auth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="require tokens (default: on unless --host is a loopback address)",
     )
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     parser.add_argument(
@@ -41,7 +40,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             args.store,
             host=args.host,
             port=args.port,
-            token=args.token or None,
+            auth=args.auth,
             max_body_bytes=args.max_body_bytes,
             rules=args.rules,
             notify=args.notify,

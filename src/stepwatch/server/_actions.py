@@ -19,6 +19,8 @@ from ..act import (
     Remediation,
     UnknownAction,
 )
+from ..auth import Permission
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON, clean
 
@@ -122,10 +124,12 @@ def actions_router(remediation: Remediation) -> APIRouter:
     """The actions and playbooks routes over ``remediation``."""
     actions = _Actions(remediation)
     router = APIRouter(prefix="/api/v1")
-    router.add_api_route("/playbooks", actions.playbooks, methods=["GET"])
-    router.add_api_route("/actions", actions.list_actions, methods=["GET"])
-    router.add_api_route("/actions", actions.request, methods=["POST"])
-    router.add_api_route("/actions/{action_id}", actions.get, methods=["GET"])
-    router.add_api_route("/actions/{action_id}/approve", actions.approve, methods=["POST"])
-    router.add_api_route("/actions/{action_id}/reject", actions.reject, methods=["POST"])
+    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
+    router.add_api_route("/playbooks", actions.playbooks, methods=["GET"], dependencies=read)
+    router.add_api_route("/actions", actions.list_actions, methods=["GET"], dependencies=read)
+    router.add_api_route("/actions", actions.request, methods=["POST"], dependencies=operate)
+    router.add_api_route("/actions/{action_id}", actions.get, methods=["GET"], dependencies=read)
+    for verb, decide in (("approve", actions.approve), ("reject", actions.reject)):
+        path = f"/actions/{{action_id}}/{verb}"
+        router.add_api_route(path, decide, methods=["POST"], dependencies=operate)
     return router

@@ -34,6 +34,18 @@ class ActionsClient(AlertsClient):
         body = {"playbook": playbook, "labels": dict(labels), "by": by, "dry_run": dry_run}
         return dict(self._call("POST", "/api/v1/actions", json=body))
 
+    def tokens(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/api/v1/tokens"))
+
+    def create_token(
+        self, role: str, projects: Sequence[str], name: str | None, expires: str | None
+    ) -> dict[str, Any]:
+        body = {"role": role, "projects": list(projects), "name": name, "expires": expires}
+        return dict(self._call("POST", "/api/v1/tokens", json=body))
+
+    def revoke_token(self, key: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/api/v1/tokens/{key}"))
+
     def decide(self, action_id: str, verb: str, by: str, comment: str = "") -> dict[str, Any]:
         """``verb`` is ``approve`` or ``reject``."""
         body = {"by": by, "comment": comment}

@@ -10,9 +10,11 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from ..auth import Permission
 from ..detect import AlertState, LiveAlert, group_alerts
 from ..model import Event
 from ._alert_stream import alert_json
+from ._auth import need
 from ._detection import ACK_EVENT, Detection, acked_ids, latest_alerts
 from ._errors import ApiError
 from ._jsonio import JSON
@@ -129,9 +131,10 @@ def alerts_router(detection: Detection) -> APIRouter:
     """The alerts routes over ``detection``."""
     alerts = _Alerts(detection)
     router = APIRouter(prefix="/api/v1/alerts")
-    router.add_api_route("", alerts.list_alerts, methods=["GET"])
-    router.add_api_route("/stream", alerts.stream, methods=["GET"])
-    router.add_api_route("/groups", alerts.groups, methods=["GET"])
-    router.add_api_route("/stats", alerts.stats, methods=["GET"])
-    router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"])
+    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
+    router.add_api_route("", alerts.list_alerts, methods=["GET"], dependencies=read)
+    router.add_api_route("/stream", alerts.stream, methods=["GET"], dependencies=read)
+    router.add_api_route("/groups", alerts.groups, methods=["GET"], dependencies=read)
+    router.add_api_route("/stats", alerts.stats, methods=["GET"], dependencies=read)
+    router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"], dependencies=operate)
     return router

@@ -8,19 +8,21 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastapi import APIRouter, Depends, FastAPI
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
 from ..act import Playbooks
+from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._actions import actions_router
 from ._alerts import alerts_router
 from ._audit import audit_router
-from ._auth import Auth
+from ._auth import PUBLIC, Guard, SignedIn, include
 from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
@@ -30,8 +32,10 @@ from ._jsonio import JSON, error_response
 from ._notifications import Notifications
 from ._query import query_router
 from ._runs import runs_router
+from ._session_api import session_router
 from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
+from ._tokens_api import tokens_router
 from ._writer import GroupWriter
 
 if TYPE_CHECKING:
@@ -45,7 +49,8 @@ UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
 def _probes(writer: GroupWriter) -> APIRouter:
-    router = APIRouter()
+    """Open to probes and browsers: they carry no data."""
+    router = APIRouter(dependencies=[PUBLIC])
 
     @router.get("/healthz")
     def healthz() -> JSON:
@@ -67,10 +72,25 @@ def _probes(writer: GroupWriter) -> APIRouter:
     return router
 
 
+def _docs(app: FastAPI) -> APIRouter:
+    """The OpenAPI schema and its page, for whoever may call the API (auth on: a token)."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/openapi.json")
+    def schema(who: SignedIn) -> JSON:
+        return JSON(app.openapi())
+
+    @router.get("/docs")
+    def docs(who: SignedIn) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+
+    return router
+
+
 def create_app(
     store: Store,
     *,
-    auth: Auth | None = None,
+    tokens: TokenBook | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
@@ -83,7 +103,8 @@ def create_app(
 
     Args:
         store: where batches, runs and events go; queries read it back.
-        auth: who may call the API; default open (fit for a loopback bind only).
+        tokens: the tokens that open the API; None leaves it open (fit for a loopback bind
+            only: everyone is the local admin).
         max_body_bytes: ingest bodies above this are refused with 413.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
@@ -120,22 +141,29 @@ def create_app(
         title="stepwatch collector",
         version=__version__,
         lifespan=lifespan,
-        dependencies=[Depends(auth or Auth())],
         default_response_class=JSON,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
+    app.state.guard = Guard(tokens)
     install_error_handlers(app)
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
-    app.include_router(_probes(writer))
-    app.include_router(ingest_router(writer, max_body_bytes, clock))
-    app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
-    app.include_router(stream_router(streams))
-    app.include_router(runs_router(store, clock, detection.finish_run))
-    app.include_router(commands_router(detection.commands, store, detection.log))
-    app.include_router(alerts_router(detection))
-    app.include_router(silences_router(detection.silences))
-    app.include_router(actions_router(detection.remediation))
-    app.include_router(audit_router(store))
-    app.include_router(query_router(store))
+    include(app, _probes(writer))
+    include(app, _docs(app))
+    include(app, session_router(app.state.guard))
+    if tokens is not None:
+        include(app, tokens_router(tokens))
+    include(app, ingest_router(writer, max_body_bytes, clock))
+    include(app, dashboard_router(store))  # before runs: /runs/summary is no run id
+    include(app, stream_router(streams))
+    include(app, runs_router(store, clock, detection.finish_run))
+    include(app, commands_router(detection.commands, store, detection.log))
+    include(app, alerts_router(detection))
+    include(app, silences_router(detection.silences))
+    include(app, actions_router(detection.remediation))
+    include(app, audit_router(store))
+    include(app, query_router(store))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

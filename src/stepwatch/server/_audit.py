@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..act import AUDIT_EVENT, AuditRecord
+from ..auth import Permission
 from ..model import Event
 from ..store import Store
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON, clean
 
@@ -38,7 +40,7 @@ def audit_json(event: Event, record: AuditRecord) -> dict[str, object]:
 
 def audit_router(store: Store) -> APIRouter:
     """``GET /api/v1/audit`` over the store's audit events."""
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
 
     @router.get("/audit")
     def audit(

@@ -9,8 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..act import CommandBook, CommandError
+from ..auth import Permission
 from ..model import Run, RunStatus
 from ..store import Store
+from ._auth import need
 from ._errors import ApiError
 from ._event_log import EventLog
 from ._jsonio import JSON
@@ -106,7 +108,11 @@ def commands_router(book: CommandBook, store: Store, log: EventLog) -> APIRouter
     """The command routes of every run."""
     commands = _Commands(book, store, log)
     router = APIRouter(prefix="/api/v1/runs/{run_id}/commands")
-    router.add_api_route("", commands.issue, methods=["POST"], status_code=201)
-    router.add_api_route("", commands.poll, methods=["GET"])
-    router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"])
+    operate, write = [need(Permission.OPERATE)], [need(Permission.WRITE)]
+    polls = [need(Permission.WRITE, Permission.READ)]  # the run's SDK, and people looking
+    router.add_api_route(
+        "", commands.issue, methods=["POST"], status_code=201, dependencies=operate
+    )
+    router.add_api_route("", commands.poll, methods=["GET"], dependencies=polls)
+    router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"], dependencies=write)
     return router

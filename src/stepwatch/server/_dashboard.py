@@ -7,8 +7,10 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Query
 
+from ..auth import Permission
 from ..model import NO_STEP
 from ..store import Store
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON, clean, column
 from ._params import label_match, metric_name, time_range
@@ -131,7 +133,7 @@ class _Dashboard:
 def dashboard_router(store: Store) -> APIRouter:
     """The dashboard's routes; include it before the runs router (``/runs/summary``)."""
     dash = _Dashboard(store)
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
     router.add_api_route("/runs/summary", dash.summary, methods=["GET"])
     router.add_api_route("/logs", dash.logs, methods=["GET"])
     router.add_api_route("/query/multi", dash.multi, methods=["GET"])

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from ..auth import Permission
 from ..model import SampleBatch
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON
 from ._writer import GroupWriter, WriterClosed
@@ -37,7 +39,7 @@ def ingest_router(
     writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float]
 ) -> APIRouter:
     """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON)."""
-    router = APIRouter()
+    router = APIRouter(dependencies=[need(Permission.WRITE)])
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
         try:

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Query
 
+from ..auth import Permission
 from ..store import SeriesInfo, Store
 from ..wire import json_number
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON, clean, column
 from ._params import label_match, metric_name, quantiles, time_range
@@ -147,7 +149,7 @@ class _Queries:
 def query_router(store: Store) -> APIRouter:
     """The read side of the API over ``store``."""
     queries = _Queries(store)
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
     router.add_api_route("/series", queries.series, methods=["GET"])
     for name in ("raw", "downsample", "percentiles", "latest"):
         router.add_api_route(f"/query/{name}", getattr(queries, name), methods=["GET"])

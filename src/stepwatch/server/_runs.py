@@ -10,8 +10,10 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..auth import Permission
 from ..model import Run, RunStatus
 from ..store import Store
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON, clean
 
@@ -112,8 +114,10 @@ def runs_router(
     ``finished`` is told of each run that ends."""
     runs = _Runs(store, clock, finished)
     router = APIRouter(prefix="/api/v1/runs")
-    router.add_api_route("", runs.upsert, methods=["POST"])
-    router.add_api_route("", runs.list_runs, methods=["GET"])
-    router.add_api_route("/{run_id}", runs.get_run, methods=["GET"])
-    router.add_api_route("/{run_id}/finish", runs.finish, methods=["POST"])
+    write, read = [need(Permission.WRITE)], [need(Permission.READ)]
+    router.add_api_route("", runs.upsert, methods=["POST"], dependencies=write)
+    router.add_api_route("", runs.list_runs, methods=["GET"], dependencies=read)
+    router.add_api_route("/{run_id}", runs.get_run, methods=["GET"], dependencies=read)
+    ends = [need(Permission.WRITE, Permission.OPERATE)]  # its SDK, or a person who knows better
+    router.add_api_route("/{run_id}/finish", runs.finish, methods=["POST"], dependencies=ends)
     return router

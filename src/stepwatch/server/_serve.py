@@ -15,10 +15,11 @@ from types import TracebackType
 import uvicorn
 
 from ..act import NotifyConfig, Playbooks, load_playbooks
+from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
-from ._auth import Auth, is_loopback
+from ._auth import is_loopback
 from ._notifications import load_config, served_at
 
 __all__ = ["ServerThread", "serve"]
@@ -67,20 +68,23 @@ class ServerThread:
         store_path: str | Path,
         host: str = "127.0.0.1",
         port: int = 0,
-        token: str | None = None,
         *,
+        auth: bool | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         rules: Sequence[str | Path] = (),
         notify: str | Path | None = None,
         playbooks: str | Path | None = None,
     ) -> None:
+        """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
         self._store_path = Path(store_path)
         self._notify_path = notify
         self._playbooks_path = playbooks
         self._rules = RuleFiles(rules, base=builtin_rules())
         self._host = host
         self._port = port
-        self._auth = Auth(token)
+        self._auth = not is_loopback(host) if auth is None else auth
+        #: Where the first start with auth wrote the admin token (None: one existed already).
+        self.admin_token_file: Path | None = None
         self._max_body_bytes = max_body_bytes
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
@@ -92,11 +96,9 @@ class ServerThread:
 
         Its threads block SIGINT/SIGTERM, so those reach the main thread and wake it.
         """
-        if self._auth.token is None and not is_loopback(self._host):
+        if not self._auth and not is_loopback(self._host):
             log.warning(
-                "serving %s without a token: anyone who can reach it may read and write; "
-                "set --token or STEPWATCH_TOKEN",
-                self._host,
+                "serving %s without --auth: anyone who can reach it may do anything", self._host
             )
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
         notify = load_config(self._notify_path)  # so does one in the notifications file
@@ -125,9 +127,13 @@ class ServerThread:
 
     def _serve(self, notify: NotifyConfig | None, playbooks: Playbooks | None) -> None:
         """Run the app over the bound socket and the open store in the server thread."""
+        tokens = None
+        if self._auth:
+            tokens = TokenBook(self._store)
+            self.admin_token_file = ensure_admin_token(tokens, admin_token_path(self._store_path))
         app = create_app(
             self._store,
-            auth=self._auth,
+            tokens=tokens,
             max_body_bytes=self._max_body_bytes,
             rules=self._rules,
             notify=served_at(notify, self._sock),
@@ -220,7 +226,7 @@ def serve(
     store_path: str | Path,
     host: str = "127.0.0.1",
     port: int = 7070,
-    token: str | None = None,
+    auth: bool | None = None,
     ready: threading.Event | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -234,7 +240,9 @@ def serve(
     Args:
         store_path: the DuckDB file; created when missing.
         host, port: where to listen; port 0 picks a free port.
-        token: when set, every route but /healthz and the page needs ``Bearer <token>``.
+        auth: require tokens on every route but the probes and the page shell (None: on
+            whenever ``host`` is not a loopback address); the first start writes an admin
+            token beside the store and says where.
         ready: set once the collector listens.
         max_body_bytes: ingest bodies above this are refused with 413.
         out: where the URL line goes.
@@ -247,7 +255,7 @@ def serve(
         store_path,
         host,
         port,
-        token,
+        auth=auth,
         max_body_bytes=max_body_bytes,
         rules=rules,
         playbooks=playbooks,
@@ -257,6 +265,11 @@ def serve(
         server.start()
         try:
             out(f"stepwatch collector listening on {server.url}")
+            if server.admin_token_file is not None:
+                out(
+                    f"admin token written to {server.admin_token_file} (readable only by you): "
+                    "stepwatch token create makes the others"
+                )
             if ready is not None:
                 ready.set()
             server.join()

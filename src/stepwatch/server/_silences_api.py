@@ -7,7 +7,9 @@ import math
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..auth import Permission
 from ..detect import Matcher, Silence, SilenceBook
+from ._auth import need
 from ._errors import ApiError
 from ._jsonio import JSON
 
@@ -74,7 +76,10 @@ def silences_router(book: SilenceBook) -> APIRouter:
     """The silences routes over ``book``."""
     silences = _Silences(book)
     router = APIRouter(prefix="/api/v1/silences")
-    router.add_api_route("", silences.create, methods=["POST"], status_code=201)
-    router.add_api_route("", silences.list_silences, methods=["GET"])
-    router.add_api_route("/{silence_id}", silences.expire, methods=["DELETE"])
+    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
+    router.add_api_route(
+        "", silences.create, methods=["POST"], status_code=201, dependencies=operate
+    )
+    router.add_api_route("", silences.list_silences, methods=["GET"], dependencies=read)
+    router.add_api_route("/{silence_id}", silences.expire, methods=["DELETE"], dependencies=operate)
     return router

@@ -14,7 +14,9 @@ import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
+from ..auth import Permission
 from ..model import SampleBatch
+from ._auth import need
 from ._sse import Subscriber, SubscriberHub
 
 __all__ = ["Change", "StreamHub", "changes", "stream_router"]
@@ -101,7 +103,7 @@ def _render(found: Changes) -> str:
 
 def stream_router(hub: StreamHub) -> APIRouter:
     """``GET /api/v1/stream?run=``: server-sent events as new data of the run is committed."""
-    router = APIRouter()
+    router = APIRouter(dependencies=[need(Permission.READ)])
 
     @router.get("/api/v1/stream")
     async def stream(run: str | None = None) -> StreamingResponse:

@@ -3,5 +3,6 @@
 from ._catalogue import SeriesInfo
 from ._errors import StoreError
 from ._store import Store
+from ._tokens import TokenRecord
 
-__all__ = ["SeriesInfo", "Store", "StoreError"]
+__all__ = ["SeriesInfo", "Store", "StoreError", "TokenRecord"]

@@ -11,6 +11,7 @@ import math
 
 import duckdb
 
+from . import _tokens
 from ._errors import StoreError
 
 SCHEMA_VERSION = 1
@@ -41,6 +42,7 @@ _DDL = [
         id VARCHAR PRIMARY KEY, project VARCHAR NOT NULL, name VARCHAR NOT NULL,
         config VARCHAR NOT NULL, status VARCHAR NOT NULL, start DOUBLE NOT NULL, "end" DOUBLE,
         labels VARCHAR NOT NULL, planned_total_steps BIGINT)""",
+    _tokens.DDL,
 ]
 for _tier in TIERS:
     _DDL.append(

@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary
+from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary, _tokens
 from ._catalogue import Catalogue, SeriesInfo
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
@@ -23,6 +23,7 @@ from ._logs import LogFilter
 from ._plan import plan
 from ._schema import ensure_schema
 from ._summary import RunSummary
+from ._tokens import TokenRecord
 
 #: apply() compacts by itself once this many rows wait past the watermark.
 AUTO_COMPACT_ROWS = 1_000_000
@@ -242,6 +243,18 @@ class Store:
         with self._snapshot() as (cur, watermark):
             runs = _runs.list_runs(cur, project, status)
             return _summary.summaries(cur, cat, runs, watermark)
+
+    # ---- tokens ---------------------------------------------------------------------------
+
+    def tokens(self) -> list[TokenRecord]:
+        """Every API token (hashes only), revoked and expired ones too, oldest first."""
+        with self._txn() as cur:
+            return _tokens.all_tokens(cur)
+
+    def put_token(self, token: TokenRecord) -> None:
+        """Store a new token, or the new state (revoked) of a stored one."""
+        with self._lock, self._txn() as cur:
+            _tokens.put_token(cur, token)
 
     # ---- series queries -----------------------------------------------------------------
 
