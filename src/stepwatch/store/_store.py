@@ -340,14 +340,15 @@ class Store:
         (ts, run, name, value, step, node, rank, gpu) plus labels as JSON."""
         path = Path(path)
         with self._txn() as cur:
+            # Numbered parameters: DuckDB 1.5 binds a ? after TO before those of the query.
             cur.execute(
                 """COPY (
                     SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
                            TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
                            c.labels
                     FROM samples s JOIN series c ON s.series = c.id
-                    WHERE c.run = ? ORDER BY s.ts, s.rid
-                ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
+                    WHERE c.run = $1 ORDER BY s.ts, s.rid
+                ) TO $2 (FORMAT parquet, COMPRESSION zstd)""",
                 [run_id, str(path)],
             )
         return path
