@@ -13,7 +13,6 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 __all__ = [
     "ENV_KEY",
@@ -21,7 +20,7 @@ __all__ = [
     "EncryptionError",
     "EncryptionKey",
     "create_key_file",
-    "encryption_module",
+    "missing",
     "read_key_file",
     "resolve_key",
 ]
@@ -45,21 +44,18 @@ class EncryptionKey:
 
     def derive(self, purpose: str) -> bytes:
         """The 32-byte subkey for one use ("store", "spool"), independent of the others."""
-        hkdf = encryption_module("cryptography.hazmat.primitives.kdf.hkdf")
-        hashes = encryption_module("cryptography.hazmat.primitives.hashes")
+        try:
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+        except ImportError:
+            raise missing("cryptography") from None
         info = f"stepwatch {purpose} v1".encode()
-        return bytes(hkdf.HKDF(hashes.SHA256(), KEY_BYTES, None, info).derive(self.secret))
+        return HKDF(hashes.SHA256(), KEY_BYTES, None, info).derive(self.secret)
 
 
-def encryption_module(name: str) -> ModuleType:
-    """Import a module only encryption needs, or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        top = name.partition(".")[0]
-        raise EncryptionError(f"encryption needs the {top} package: {INSTALL_HINT}") from None
+def missing(package: str) -> EncryptionError:
+    """What to say when a package only encryption needs is not installed."""
+    return EncryptionError(f"encryption needs the {package} package: {INSTALL_HINT}")
 
 
 def parse_key(text: str, origin: str) -> EncryptionKey:

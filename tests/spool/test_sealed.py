@@ -1,4 +1,4 @@
-"""Sealed spools: a real SDK run with a key leaves nothing readable on disk; only its key sends it."""
+"""Sealed spools: a real SDK run with a key leaves nothing readable; only its key sends it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwatch._encryption import ENV_KEY_FILE, EncryptionKey, create_key_file, read_key_file
+from stepwatch._encryption import (
+    ENV_KEY_FILE,
+    EncryptionError,
+    EncryptionKey,
+    create_key_file,
+    read_key_file,
+)
 from stepwatch.sdk import Run
 from stepwatch.spool import RUN_FILE, Sealer, Spool, SpoolKeyError, read_run, sync
 
@@ -141,3 +147,12 @@ def test_an_altered_sealed_record_is_skipped_like_a_torn_one(
         with Spool(tmp_path / "s", sealer=Sealer(key)) as spool:
             assert [payload for _, payload in spool.records()] == [b"first"]
     assert "(or altered since): the rest of segment 1 is skipped" in caplog.text
+
+
+def test_without_the_encryption_extra_a_key_says_how_to_get_it(
+    tmp_path: Path, key_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
+    with pytest.raises(EncryptionError, match=r"pip install 'stepwatch\[encryption\]'"):
+        Run(dir=tmp_path / "spool", heartbeat_s=None, environ={ENV_KEY_FILE: str(key_file)})
+    assert not (tmp_path / "spool").exists()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from stepwatch._encryption import EncryptionKey, create_key_file, read_key_file
+from stepwatch._encryption import EncryptionError, EncryptionKey, create_key_file, read_key_file
 from stepwatch.model import Event, Run, SeriesKey
 from stepwatch.store import Store, StoreError
 
@@ -100,3 +101,14 @@ def test_errors_never_show_the_key(
         assert secret.secret.hex() not in str(caught.value)
         assert secret.derive("store").hex() not in str(caught.value)
         assert secret.secret.hex() not in repr(secret)
+
+
+def test_without_the_encryption_extra_a_key_says_how_to_get_it(
+    store_path: Path, key: EncryptionKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "duckdb_extension_httpfs", None)  # as if not installed
+    with pytest.raises(EncryptionError, match=r"pip install 'stepwatch\[encryption\]'"):
+        Store(store_path, key=key)
+    assert not store_path.exists()
+    with Store(store_path) as store:  # a plain store needs none of it
+        _write(store)

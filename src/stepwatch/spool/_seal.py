@@ -13,7 +13,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from .._encryption import EncryptionKey, encryption_module
+from .._encryption import EncryptionKey, missing
 
 __all__ = ["SEALED", "Sealer", "SpoolKeyError", "is_sealed", "unseal"]
 
@@ -36,16 +36,20 @@ class Sealer:
     """Seals the records of one writer and opens those of any writer under the same key."""
 
     def __init__(self, key: EncryptionKey) -> None:
+        try:
+            from cryptography.exceptions import InvalidTag
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        except ImportError:
+            raise missing("cryptography") from None
         self.key = key
-        self._aead = encryption_module("cryptography.hazmat.primitives.ciphers.aead")
-        self._exceptions = encryption_module("cryptography.exceptions")
+        self._aesgcm, self._invalid = AESGCM, InvalidTag
         self._writer = secrets.token_bytes(_ID_BYTES)
         self._ciphers: dict[bytes, Any] = {}
 
     def _cipher(self, writer: bytes) -> Any:
         if (cipher := self._ciphers.get(writer)) is None:
             subkey = self.key.derive(f"spool {writer.hex()}")
-            cipher = self._ciphers[writer] = self._aead.AESGCM(subkey)
+            cipher = self._ciphers[writer] = self._aesgcm(subkey)
         return cipher
 
     def seal(self, payload: bytes) -> bytes:
@@ -61,7 +65,7 @@ class Sealer:
             return bytes(
                 self._cipher(writer).decrypt(header[-_NONCE_BYTES:], record[_HEADER:], header)
             )
-        except self._exceptions.InvalidTag:
+        except self._invalid:
             return None
 
 

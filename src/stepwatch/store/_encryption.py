@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from .._encryption import INSTALL_HINT, EncryptionKey, encryption_module
+from .._encryption import INSTALL_HINT, EncryptionError, EncryptionKey, missing
 from ._errors import StoreError
 
 __all__ = ["ALIAS", "attach", "key_error"]
@@ -24,12 +24,15 @@ _KEY_OPTIONS = "--encryption-key-file or STEPWATCH_ENCRYPTION_KEY_FILE"
 
 def _httpfs() -> Path:
     """The httpfs extension built for the DuckDB installed here."""
+    try:
+        import duckdb_extension_httpfs
+    except ImportError:
+        raise missing("duckdb-extension-httpfs") from None
     version = duckdb.__version__
-    package = encryption_module("duckdb_extension_httpfs")
-    folder = Path(str(package.__path__[0])) / "extensions" / f"v{version}"
+    folder = Path(duckdb_extension_httpfs.__path__[0]) / "extensions" / f"v{version}"
     found = folder / "httpfs.duckdb_extension"
     if not found.is_file():
-        raise StoreError(
+        raise EncryptionError(
             f"an encrypted store needs DuckDB's httpfs extension for DuckDB {version}, "
             f"which the installed duckdb-extension-httpfs lacks: {INSTALL_HINT}"
         )
