@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._encryption import ENV_KEY_FILE, EncryptionError, resolve_key
 from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
@@ -35,6 +36,13 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--notify", type=Path, default=None, help="notifications file: receivers and routes"
     )
+    parser.add_argument(
+        "--encryption-key-file",
+        type=Path,
+        default=env.get(ENV_KEY_FILE),
+        help="key of an encrypted store (default: env STEPWATCH_ENCRYPTION_KEY_FILE, "
+        "else the key in STEPWATCH_ENCRYPTION_KEY)",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -46,10 +54,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             rules=args.rules,
             notify=args.notify,
             playbooks=args.playbooks,
+            key=resolve_key(args.encryption_key_file, env),
         )
-    except (RuleError, StoreError, OSError) as exc:
+    except (RuleError, StoreError, EncryptionError, OSError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
-        # port in use: one line, no traceback.
+        # port in use, a key that is not the store's: one line, no traceback.
         raise SystemExit(f"error: {exc}") from None
 
 
