@@ -1,5 +1,5 @@
 """Encryption from the command line: `key create`, a collector on an encrypted store fed by the
-SDK, an agent's sealed spool sent by `sync`, and a wrong key as one `Error:` line."""
+SDK, an agent's sealed spool sent by `sync`, `run` with a key, a wrong key as one `Error:` line."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 from click.testing import CliRunner
 
-from stepwatch._encryption import ENV_KEY_FILE
+from stepwatch._encryption import ENV_KEY_FILE, read_key_file
 from stepwatch.cli import main
 from stepwatch.sdk import Run
+from stepwatch.store import Store
 
 from .test_mistakes import _fails_as_a_process
 
@@ -105,3 +106,22 @@ def test_an_agents_sealed_spool_is_sent_by_sync_with_the_key(server: Any, tmp_pa
     with httpx.Client(base_url=server.url, timeout=10) as client:
         series = client.get("/api/v1/series", params={"label": f"node:{LABEL}"}).json()
     assert series and {s["labels"]["node"] for s in series} == {LABEL}
+
+
+def test_run_encrypts_its_store_and_hands_its_key_to_the_command(tmp_path: Path) -> None:
+    key, store, spool = _key(tmp_path / "run.key"), tmp_path / "run.duckdb", tmp_path / "spool"
+    script = (
+        f"import stepwatch; run = stepwatch.init(labels={{'team': {LABEL!r}}}); "
+        f"run.log({{{NAME!r}: 1.0}}, step=0); run.finish()"
+    )
+    done = _stepwatch(
+        "run", "--gpu", "none", "--store", str(store), "--dir", str(spool),
+        "--encryption-key-file", str(key), "--", sys.executable, "-c", script, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert LABEL.encode() not in store.read_bytes()
+    raw = b"".join(p.read_bytes() for p in spool.rglob("*") if p.is_file())
+    assert raw and LABEL.encode() not in raw  # the command's spool and the agent's are sealed
+    with Store(store, key=read_key_file(key)) as opened:
+        (info,) = opened.series(NAME)
+        assert info.key.label("team") == LABEL
