@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import click
 
 if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
     from ..store import StoreError
 
 __all__ = ["DEFAULT_STORE", "main"]
@@ -24,8 +25,8 @@ DEFAULT_STORE = Path("stepwatch.duckdb")
 def _store_option(
     default: Path = DEFAULT_STORE, exists: bool = False, help: str | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``--store FILE``: the DuckDB file a command opens."""
-    return click.option(
+    """``--store FILE``: the DuckDB file a command opens, and the key it is encrypted with."""
+    store = click.option(
         "--store",
         "store_path",
         type=click.Path(exists=exists, path_type=Path),
@@ -33,6 +34,35 @@ def _store_option(
         show_default=True,
         help=help,
     )
+    return lambda fn: store(_encryption_option(fn))
+
+
+def _encryption_key(
+    ctx: click.Context, param: click.Parameter, value: Path | None
+) -> EncryptionKey | None:
+    """The key the option, $STEPWATCH_ENCRYPTION_KEY_FILE or $STEPWATCH_ENCRYPTION_KEY give."""
+    import os
+
+    from .._encryption import EncryptionError, resolve_key
+
+    try:
+        return resolve_key(value, os.environ)
+    except EncryptionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _encryption_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--encryption-key-file FILE``: the key of an encrypted store and of sealed spools."""
+    return click.option(
+        "--encryption-key-file",
+        "encryption_key",
+        envvar="STEPWATCH_ENCRYPTION_KEY_FILE",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        callback=_encryption_key,
+        help="Key file (`stepwatch key create`) that encrypts the store and seals spools "
+        "(env STEPWATCH_ENCRYPTION_KEY_FILE, or the key itself in STEPWATCH_ENCRYPTION_KEY).",
+    )(fn)
 
 
 def _rules_option(fn: Callable[..., None]) -> Callable[..., None]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    pass
+    from .._encryption import EncryptionKey
 
 from ._base import (
     _clear_errors,
@@ -48,6 +48,7 @@ def server(
     rules: tuple[Path, ...],
     playbooks: Path | None,
     notify: Path | None,
+    encryption_key: EncryptionKey | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
     from ..server import serve
@@ -61,6 +62,7 @@ def server(
             rules=rules,
             playbooks=playbooks,
             notify=notify,
+            key=encryption_key,
         )
 
 
@@ -121,6 +123,7 @@ def demo(
     preset: str | None,
     record_dir: Path | None,
     notify: Path | None,
+    encryption_key: EncryptionKey | None,
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
     from ..demo import DemoConfig, Fault, fault_preset, record_scenario, run_demo
@@ -141,6 +144,7 @@ def demo(
             rules=rules,
             notify=notify,
             faults=(*chosen, *(Fault.parse(f) for f in faults)),
+            encryption_key=encryption_key,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import psutil
 
+from .._encryption import EncryptionKey
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
-from ..spool import NODE_SPOOL
+from ..spool import NODE_SPOOL, Sealer
 from ._agent import Agent
 from ._gpu import open_gpu
 from ._host import HostSource
@@ -51,6 +52,8 @@ class AgentOptions:
     paths: Sequence[Path] = ()
     pids: Sequence[int] = ()
     heartbeat_s: float = 5.0
+    #: Seals the agent's spool (and, under `stepwatch run`, encrypts the collector's store).
+    encryption_key: EncryptionKey | None = None
 
     def check_targets(self) -> None:
         """ValueError for a target given by mistake: a pid no process has, a log file in a
@@ -108,5 +111,6 @@ def open_agent(
         token=options.token,
         run=None if run is None else (lambda: run),
         heartbeat_s=options.heartbeat_s,
+        sealer=Sealer(options.encryption_key) if options.encryption_key else None,
     )
     return Agent(sources, pipeline, labels)

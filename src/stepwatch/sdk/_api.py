@@ -31,6 +31,9 @@ def init(
 ) -> Run:
     """Start logging a run and make it the current one.
 
+    With ``STEPWATCH_ENCRYPTION_KEY_FILE`` (or the key in ``STEPWATCH_ENCRYPTION_KEY``) set,
+    the spool is sealed with that key (see docs/security.md).
+
     Args:
         project: groups runs in the dashboard.
         name: a human name (the id stays the key).

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._encryption import EncryptionKey, resolve_key
 from ..model import validate_label
 
 __all__ = ["Settings", "new_source_id", "resolve"]
@@ -22,13 +23,15 @@ _ENV_LABELS = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What init() resolved: the run id, where to send, where to spool, the series labels."""
+    """What init() resolved: the run id, where to send, where to spool, the series labels,
+    the key that seals the spool (None: plain)."""
 
     run_id: str
     server: str | None
     token: str | None
     root: Path
     labels: dict[str, str]
+    key: EncryptionKey | None = None
 
 
 def _run_id(given: str | None, environ: Mapping[str, str], wall: Callable[[], float]) -> str:
@@ -71,6 +74,7 @@ def resolve(
         token=token or environ.get("STEPWATCH_TOKEN") or None,
         root=Path(root).expanduser(),
         labels=_labels(labels, environ, hostname, rid),
+        key=resolve_key(None, environ),
     )
 
 

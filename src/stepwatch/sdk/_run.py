@@ -20,9 +20,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .._encryption import EncryptionKey
 from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
-from ..spool import RUN_FILE, Connect, write_run
+from ..spool import RUN_FILE, Connect, Sealer, write_run
 from ._env import new_source_id, resolve
 from ._pipeline import Pipeline
 from ._registry import track, untrack
@@ -46,7 +47,8 @@ class Run:
     """One process's handle on a training run (see ``stepwatch.init`` for the arguments).
 
     The keyword-only arguments are the OS boundaries: the environment mapping,
-    the host name, the wall and step clocks, and the HTTP connection factory.
+    the host name, the wall and step clocks, and the HTTP connection factory; and the key
+    that seals the spool (default: from $STEPWATCH_ENCRYPTION_KEY_FILE or _KEY).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class Run:
         wall_clock: Callable[[], float] = time.time,
         perf_clock: Callable[[], float] = time.perf_counter,
         connect: Connect | None = None,
+        encryption_key: EncryptionKey | None = None,
     ) -> None:
         settings = resolve(
             run_id=run_id,
@@ -85,6 +88,8 @@ class Run:
         self.token = settings.token  # for other clients of the collector (training control)
         self.source = new_source_id(os.getpid())
         self.spool_dir: Path = settings.root / self.id / self.source
+        key = encryption_key or settings.key
+        self._sealer = Sealer(key) if key else None
         self._wall = wall_clock
         self._leader = self.labels.get("rank", "0") == "0"
         self._record = RunRecord(
@@ -97,7 +102,7 @@ class Run:
             planned_total_steps=planned_total_steps,
         )
         if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
-            write_run(self.spool_dir.parent, self._record)
+            write_run(self.spool_dir.parent, self._record, self._sealer)
         self._timer = StepTimer(self._log_timed, perf_clock)
         #: The step ``log()`` records at when given none: the last ``run.step(i)``, or the
         #: optimizer step in progress under ``watch()``; None (before either) records no step.
@@ -119,6 +124,7 @@ class Run:
             heartbeat_s=heartbeat_s,
             wall=wall_clock,
             connect=connect,
+            sealer=self._sealer,
         )
         track(self)
 
@@ -243,7 +249,7 @@ class Run:
         self._record = dataclasses.replace(self._record, status=status, end=self._wall())
         records_end = self._leader or status != RunStatus.FINISHED
         if records_end:
-            write_run(self.spool_dir.parent, self._record)
+            write_run(self.spool_dir.parent, self._record, self._sealer)
         try:
             self._pipeline.close(timeout_s, self._record if records_end else None)
         finally:

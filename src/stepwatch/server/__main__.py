@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._encryption import ENV_KEY_FILE, EncryptionError, resolve_key
 from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
     """Parse the command line and serve until SIGINT/SIGTERM."""
+    env = dict(os.environ) if env is None else env
     parser = argparse.ArgumentParser(prog="python -m stepwatch.server", description=__doc__)
     parser.add_argument("--store", type=Path, default=Path("stepwatch.duckdb"), help="DuckDB file")
     parser.add_argument("--host", default="127.0.0.1")
@@ -34,6 +37,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--notify", type=Path, default=None, help="notifications file: receivers and routes"
     )
+    parser.add_argument(
+        "--encryption-key-file",
+        type=Path,
+        default=env.get(ENV_KEY_FILE),
+        help="key of an encrypted store (default: env STEPWATCH_ENCRYPTION_KEY_FILE, "
+        "else the key in STEPWATCH_ENCRYPTION_KEY)",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -45,10 +55,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             rules=args.rules,
             notify=args.notify,
             playbooks=args.playbooks,
+            key=resolve_key(args.encryption_key_file, env),
         )
-    except (RuleError, StoreError, OSError) as exc:
+    except (RuleError, StoreError, EncryptionError, OSError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
-        # port in use: one line, no traceback.
+        # port in use, a key that is not the store's: one line, no traceback.
         raise SystemExit(f"error: {exc}") from None
 
 

@@ -14,6 +14,7 @@ from types import TracebackType
 
 import uvicorn
 
+from .._encryption import EncryptionKey
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
@@ -74,9 +75,11 @@ class ServerThread:
         rules: Sequence[str | Path] = (),
         notify: str | Path | None = None,
         playbooks: str | Path | None = None,
+        key: EncryptionKey | None = None,
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
         self._store_path = Path(store_path)
+        self._key = key
         self._notify_path = notify
         self._playbooks_path = playbooks
         self._rules = RuleFiles(rules, base=builtin_rules())
@@ -105,7 +108,7 @@ class ServerThread:
         playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
         self._sock = _bind(self._host, self._port)  # a taken port leaves the store untouched
         try:
-            self._store = Store(self._store_path)
+            self._store = Store(self._store_path, key=self._key)
         except BaseException:
             self._sock.close()
             raise
@@ -234,6 +237,7 @@ def serve(
     rules: Sequence[str | Path] = (),
     notify: str | Path | None = None,
     playbooks: str | Path | None = None,
+    key: EncryptionKey | None = None,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -250,6 +254,7 @@ def serve(
             replaces the built-in one); re-read when they change.
         notify: the notifications file: receivers, and routes of alerts to them.
         playbooks: the playbooks file: the remediations alerts and people may run.
+        key: the store is an encrypted database under this key (None: a plain file).
     """
     server = ServerThread(
         store_path,
@@ -260,6 +265,7 @@ def serve(
         rules=rules,
         playbooks=playbooks,
         notify=notify,
+        key=key,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

@@ -13,6 +13,7 @@ from .._text import plural
 from ._backoff import Backoff
 from ._http import AuthError, Connect, HttpClient, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
+from ._seal import Sealer
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
 
@@ -118,16 +119,20 @@ def _run_dirs(root: Path) -> list[Path]:
     return [d for d in sorted(root.iterdir()) if _is_run_dir(d)]
 
 
-def _sync_run(run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier) -> int:
+def _sync_run(
+    run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier, sealer: Sealer | None
+) -> int:
     """Create the run, ship each of its sources, record its end; return batches left unsent.
 
-    The node spool (producers outside any run) has no run to create or finish.
+    The node spool (producers outside any run) has no run to create or finish. Every spool is
+    opened first, so a missing or wrong key is said before anything of the run is sent.
     """
-    run = read_run(run_dir) if run_dir.name != NODE_SPOOL else None
+    run = read_run(run_dir, sealer) if run_dir.name != NODE_SPOOL else None
+    spools = [Spool(d, sealer=sealer) for d in sorted(run_dir.iterdir()) if d.is_dir()]
     created = run is None or retry(partial(create_run, client, run))
     unsent = 0
-    for source in sorted(d for d in run_dir.iterdir() if d.is_dir()):
-        with Spool(source) as spool:
+    for spool in spools:
+        with spool:
             if created:
                 retry(partial(Shipper(spool, client, stats).ship, stop=retry.expired))
             unsent += sum(1 for _ in spool.records())
@@ -146,11 +151,13 @@ def sync(
     backoff: Backoff | None = None,
     monotonic: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    sealer: Sealer | None = None,
 ) -> SyncResult:
     """Upload every run under a spool directory (or one run directory) to ``server``.
 
     Safe to repeat: each source resumes from its acked position and the
     collector drops batches it already has. Gives up retrying after ``timeout_s``.
+    ``sealer`` opens spools written with an encryption key (SpoolKeyError without it).
     """
     run_dirs = _run_dirs(Path(path))
     client = HttpClient(server, token, connect=connect)
@@ -158,7 +165,7 @@ def sync(
     started = monotonic()
     retry = _Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
     try:
-        unsent = sum(_sync_run(d, client, stats, retry) for d in run_dirs)
+        unsent = sum(_sync_run(d, client, stats, retry, sealer) for d in run_dirs)
     finally:
         client.close()
     why = _why_stopped(server, retry, monotonic() - started) if unsent else retry.refused

@@ -14,8 +14,19 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from .._encryption import EncryptionKey
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary, _tokens
+from . import (
+    _compact,
+    _encryption,
+    _logs,
+    _multi,
+    _percentiles,
+    _query,
+    _runs,
+    _summary,
+    _tokens,
+)
 from ._catalogue import Catalogue, SeriesInfo
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
@@ -41,14 +52,16 @@ def _lock_holder(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _connect(path: Path) -> duckdb.DuckDBPyConnection:
+def _connect(path: Path, key: EncryptionKey | None) -> duckdb.DuckDBPyConnection:
     """Open and check the file, turning DuckDB's errors into a StoreError that says what."""
     try:
-        con = duckdb.connect(str(path))
+        con = duckdb.connect(str(path)) if key is None else _encryption.attach(path, key)
     except duckdb.Error as e:
         if (holder := _lock_holder(str(e))) is not None:
             message = f"store {path} is in use by another process (PID {holder})"
             raise StoreError(message, holder) from e
+        if (refused := _encryption.key_error(path, e, key)) is not None:
+            raise refused from None
         hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
         raise StoreError(f"cannot open store {path}{hint}: {e}") from e
     try:
@@ -62,12 +75,22 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
 class Store:
     """The embedded time-series store: series catalogue, samples, tiers, runs and events.
 
+    With ``key`` the file is an encrypted database (created so when new); a file opens only
+    with the key it was written with, and a plain file only without one.
+
     Writes serialise on one lock; every read runs in its own cursor and
     transaction, so queries from other threads see a consistent snapshot.
     """
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        key: EncryptionKey | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.encrypted = key is not None
         self._clock = clock
         self._lock = threading.RLock()
         self._key = str(self.path.resolve())
@@ -77,7 +100,7 @@ class Store:
             _OPEN.add(self._key)
         self._closed = True
         try:
-            self._con = _connect(self.path)
+            self._con = _connect(self.path, key)
             self._closed = False
             with self._txn() as cur:
                 self._load(cur)
@@ -125,6 +148,8 @@ class Store:
             raise StoreError(f"store {self.path} is closed")
         cur = self._con.cursor()
         try:
+            if self.encrypted:  # a new cursor starts in DuckDB's in-memory default database
+                cur.execute(f"USE {_encryption.ALIAS}")
             cur.execute("BEGIN")
             try:
                 yield cur
@@ -353,14 +378,15 @@ class Store:
         (ts, run, name, value, step, node, rank, gpu) plus labels as JSON."""
         path = Path(path)
         with self._txn() as cur:
+            # Numbered parameters: DuckDB 1.5 binds a ? after TO before those of the query.
             cur.execute(
                 """COPY (
                     SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
                            TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
                            c.labels
                     FROM samples s JOIN series c ON s.series = c.id
-                    WHERE c.run = ? ORDER BY s.ts, s.rid
-                ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
+                    WHERE c.run = $1 ORDER BY s.ts, s.rid
+                ) TO $2 (FORMAT parquet, COMPRESSION zstd)""",
                 [run_id, str(path)],
             )
         return path
