@@ -7,6 +7,7 @@ def test_exported_names() -> None:
     assert sorted(spool.__all__) == sorted(
         [
             "NODE_SPOOL",
+            "REJECTED_DIR",
             "RUN_FILE",
             "AuthError",
             "Backoff",

@@ -10,12 +10,13 @@ from ._fake import FakeCollector, Faults
 from ._http import AuthError, Connect, HttpClient, Response, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run, write_run
 from ._sender import Sender
-from ._ship import ShipStats
+from ._ship import REJECTED_DIR, ShipStats
 from ._spool import Position, Spool
 from ._sync import SyncResult, sync
 
 __all__ = [
     "NODE_SPOOL",
+    "REJECTED_DIR",
     "RUN_FILE",
     "AuthError",
     "Backoff",

@@ -45,7 +45,7 @@ class SyncResult:
         said = f"sent {batches(self.batches)} ({plural(self.samples, 'sample')}) of "
         said += plural(self.runs, "run")
         if self.rejected:
-            said += f"; {batches(self.rejected)} rejected by the collector (logged above)"
+            said += f"; {batches(self.rejected)} rejected by the collector, kept in rejected/"
         if self.unsent:
             return f"{said}; {batches(self.unsent)} left: {self.error or 'not sent'}"
         if self.error:
@@ -102,7 +102,7 @@ def _why_stopped(server: str, retry: _Retrier, elapsed_s: float) -> str:
         reason = (cause.strerror or str(cause) or type(cause).__name__).lower()
         return f"server {server} unreachable ({reason}) {after}"
     if retry.failure is not None:  # it answered, but "try later" every time
-        return f"server {server} still failing {after}: {retry.failure}"
+        return f"still failing {after}: {retry.failure}"
     return f"out of time {after}"
 
 
