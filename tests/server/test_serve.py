@@ -94,6 +94,7 @@ def test_public_api() -> None:
         "Auth",
         "DEFAULT_MAX_BODY_BYTES",
         "ServerThread",
+        "ServerTls",
         "create_app",
         "is_loopback",
         "serve",

@@ -11,6 +11,7 @@ def test_exported_names() -> None:
             "RUN_FILE",
             "AuthError",
             "Backoff",
+            "ClientTls",
             "Connect",
             "FakeCollector",
             "Faults",

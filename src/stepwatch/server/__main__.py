@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._tls import ServerTls
 from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
@@ -35,6 +36,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--notify", type=Path, default=None, help="notifications file: receivers and routes"
     )
+    parser.add_argument("--tls-cert", type=Path, default=None, help="serve HTTPS: certificate")
+    parser.add_argument("--tls-key", type=Path, default=None, help="its private key")
+    parser.add_argument(
+        "--tls-client-ca", type=Path, default=None, help="mutual TLS: CA of client certificates"
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -46,10 +52,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             rules=args.rules,
             notify=args.notify,
             playbooks=args.playbooks,
+            tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
         )
-    except (RuleError, StoreError, OSError) as exc:
+    except (RuleError, StoreError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
-        # port in use: one line, no traceback.
+        # port in use, a certificate that cannot be loaded: one line, no traceback.
         raise SystemExit(f"error: {exc}") from None
 
 

@@ -5,6 +5,7 @@ before any network I/O; the sender resumes from the acked position after a
 restart, and ``sync`` uploads spools written offline or left by a killed process.
 """
 
+from .._tls import ClientTls
 from ._backoff import Backoff
 from ._fake import FakeCollector, Faults
 from ._http import AuthError, Connect, HttpClient, Response, TransportError
@@ -20,6 +21,7 @@ __all__ = [
     "RUN_FILE",
     "AuthError",
     "Backoff",
+    "ClientTls",
     "Connect",
     "FakeCollector",
     "Faults",
