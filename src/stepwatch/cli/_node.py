@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 
 from ._base import (
     _clear_errors,
+    _client_tls,
     _server_url,
     _stop_on_sigterm,
     _store_option,
+    _tls_options,
     main,
 )
 
@@ -78,7 +80,7 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return _tls_options(fn)
 
 
 def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
@@ -88,7 +90,7 @@ def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
     fields = {k: v for k, v in given.items() if v is not None}
     fields["interval_s"] = fields.pop("interval")
     fields["scrape_interval_s"] = fields.pop("scrape_interval")
-    options = AgentOptions(run_id=run_id, **fields)
+    options = AgentOptions(run_id=run_id, tls=_client_tls(), **fields)
     with _clear_errors():
         options.check_targets()
     return options
@@ -176,6 +178,7 @@ def run(
     help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
 )
 @click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@_tls_options
 @click.option(
     "--timeout", default=60.0, show_default=True, help="Give up retrying after S seconds."
 )
@@ -183,7 +186,7 @@ def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None
     """Upload runs logged offline (or left by a killed process) from a spool directory."""
     from ..spool import sync as sync_spool
 
-    result = sync_spool(path, server_url, token=token, timeout_s=timeout)
+    result = sync_spool(path, server_url, token=token, timeout_s=timeout, tls=_client_tls())
     if not result.ok:
         raise click.ClickException(result.describe())
     click.echo(result.describe())

@@ -110,6 +110,7 @@ def _child_env(options: AgentOptions) -> dict[str, str]:
     )
     if options.token:
         env["STEPWATCH_TOKEN"] = options.token
+    env.update(options.tls.environ())
     return env
 
 
