@@ -93,6 +93,7 @@ def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
         "DEFAULT_MAX_BODY_BYTES",
         "ServerThread",
+        "ServerTls",
         "create_app",
         "is_loopback",
         "serve",

@@ -7,9 +7,11 @@ def test_exported_names() -> None:
     assert sorted(spool.__all__) == sorted(
         [
             "NODE_SPOOL",
+            "REJECTED_DIR",
             "RUN_FILE",
             "AuthError",
             "Backoff",
+            "ClientTls",
             "Connect",
             "FakeCollector",
             "Faults",

@@ -15,6 +15,7 @@ import click
 
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
+    from ..spool import ClientTls
     from ..store import StoreError
 
 __all__ = ["DEFAULT_STORE", "main"]
@@ -167,8 +168,54 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: The TLS options of every client: (flag, environment variable, help).
+_TLS_OPTIONS = (
+    ("--ca-file", "STEPWATCH_CA_FILE", "CA that signed an https:// collector's certificate"),
+    ("--client-cert", "STEPWATCH_CLIENT_CERT", "Mutual TLS: this client's certificate"),
+    ("--client-key", "STEPWATCH_CLIENT_KEY", "Mutual TLS: its private key"),
+)
+_TLS_META = "stepwatch.client_tls"
+
+
+def _keep_tls(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    """Keep a TLS option in the context, for ``_client_tls``: no command signature changes."""
+    if value is not None and param.name is not None:
+        ctx.meta.setdefault(_TLS_META, {})[param.name] = value
+
+
+def _tls_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--ca-file``, ``--client-cert``, ``--client-key``: how a client trusts an https://
+    collector and, for mutual TLS, proves who it is (read back with ``_client_tls``)."""
+    for flag, env, help in reversed(_TLS_OPTIONS):
+        fn = click.option(
+            flag,
+            envvar=env,
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            expose_value=False,
+            callback=_keep_tls,
+            help=f"{help} (PEM; env {env}).",
+        )(fn)
+    return fn
+
+
+def _client_tls() -> ClientTls:
+    """The TLS options of the running command, its files checked now (one line if wrong)."""
+    from ..spool import ClientTls
+
+    tls = ClientTls(**click.get_current_context().meta.get(_TLS_META, {}))
+    if tls != ClientTls():
+        try:
+            tls.context()
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    return tls
+
+
 def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
-    """``--server`` and ``--token`` of the commands that talk to a running collector."""
+    """``--server``, ``--token`` and the TLS options of the commands that talk to a running
+    collector."""
+    fn = _tls_options(fn)
     fn = click.option("--token", envvar="STEPWATCH_TOKEN", default=None)(fn)
     return click.option(
         "--server",
@@ -191,7 +238,7 @@ def _client(server_url: str, token: str | None) -> Iterator[Any]:
     from ..server._alerts_client import ClientError
 
     try:
-        with ActionsClient(server_url, token) as client:
+        with ActionsClient(server_url, token, tls=_client_tls()) as client:
             yield client
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None

@@ -11,6 +11,7 @@ import click
 from ._base import (
     _client,
     _client_options,
+    _client_tls,
     main,
 )
 
@@ -269,6 +270,6 @@ def top(
     from ..top import TopError, watch
 
     try:
-        watch(server_url, run_id, token=token, interval_s=interval, once=once)
+        watch(server_url, run_id, token=token, tls=_client_tls(), interval_s=interval, once=once)
     except TopError as exc:
         raise click.ClickException(str(exc)) from None

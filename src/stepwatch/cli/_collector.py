@@ -40,6 +40,24 @@ from ._base import (
     default=None,
     help="Allow-list of remediation playbooks (YAML) that alerts and people may run.",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Serve HTTPS with this certificate (PEM; with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The private key of --tls-cert (PEM).",
+)
+@click.option(
+    "--tls-client-ca",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Mutual TLS: clients must present a certificate signed by this CA (PEM).",
+)
 def server(
     store_path: Path,
     host: str,
@@ -49,11 +67,15 @@ def server(
     playbooks: Path | None,
     notify: Path | None,
     encryption_key: EncryptionKey | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
-    from ..server import serve
+    from ..server import ServerTls, serve
 
     with _clear_rule_errors(), _clear_errors():
+        tls = ServerTls.of(tls_cert, tls_key, tls_client_ca)
         serve(
             store_path,
             host=host,
@@ -63,6 +85,7 @@ def server(
             playbooks=playbooks,
             notify=notify,
             key=encryption_key,
+            tls=tls,
         )
 
 

@@ -16,10 +16,12 @@ if TYPE_CHECKING:
 
 from ._base import (
     _clear_errors,
+    _client_tls,
     _encryption_option,
     _server_url,
     _stop_on_sigterm,
     _store_option,
+    _tls_options,
     main,
 )
 
@@ -80,7 +82,7 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return _tls_options(fn)
 
 
 def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
@@ -90,7 +92,7 @@ def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
     fields = {k: v for k, v in given.items() if v is not None}
     fields["interval_s"] = fields.pop("interval")
     fields["scrape_interval_s"] = fields.pop("scrape_interval")
-    options = AgentOptions(run_id=run_id, **fields)
+    options = AgentOptions(run_id=run_id, tls=_client_tls(), **fields)
     with _clear_errors():
         options.check_targets()
     return options
@@ -180,6 +182,7 @@ def run(
     help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
 )
 @click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@_tls_options
 @click.option(
     "--timeout", default=60.0, show_default=True, help="Give up retrying after S seconds."
 )
@@ -197,7 +200,9 @@ def sync(
 
     with _clear_errors():  # a spool sealed with another key, or no key for it
         sealer = Sealer(encryption_key) if encryption_key else None
-        result = sync_spool(path, server_url, token=token, timeout_s=timeout, sealer=sealer)
+        result = sync_spool(
+            path, server_url, token=token, timeout_s=timeout, sealer=sealer, tls=_client_tls()
+        )
     if not result.ok:
         raise click.ClickException(result.describe())
     click.echo(result.describe())

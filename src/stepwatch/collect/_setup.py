@@ -18,7 +18,7 @@ import psutil
 from .._encryption import EncryptionKey
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
-from ..spool import NODE_SPOOL, Sealer
+from ..spool import NODE_SPOOL, ClientTls, Sealer
 from ._agent import Agent
 from ._gpu import open_gpu
 from ._host import HostSource
@@ -42,6 +42,7 @@ class AgentOptions:
     run_id: str | None = None
     server: str | None = None
     token: str | None = None
+    tls: ClientTls = field(default_factory=ClientTls)
     spool_root: Path = field(default_factory=default_spool_root)
     interval_s: float = 1.0
     gpu: str = "auto"
@@ -109,6 +110,7 @@ def open_agent(
         labels,
         server=options.server,
         token=options.token,
+        tls=options.tls,
         run=None if run is None else (lambda: run),
         heartbeat_s=options.heartbeat_s,
         sealer=Sealer(options.encryption_key) if options.encryption_key else None,

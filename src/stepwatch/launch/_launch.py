@@ -114,6 +114,7 @@ def _child_env(options: AgentOptions) -> dict[str, str]:
     if options.encryption_key:  # the command's SDK seals with the launcher's key
         env.pop(ENV_KEY_FILE, None)
         env[ENV_KEY] = options.encryption_key.secret.hex()
+    env.update(options.tls.environ())
     return env
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._encryption import EncryptionKey, resolve_key
+from .._tls import ClientTls
 from ..model import validate_label
 
 __all__ = ["Settings", "new_source_id", "resolve"]
@@ -23,7 +24,7 @@ _ENV_LABELS = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What init() resolved: the run id, where to send, where to spool, the series labels,
+    """What init() resolved: the run id, where and how to send, where to spool, the labels,
     the key that seals the spool (None: plain)."""
 
     run_id: str
@@ -31,6 +32,7 @@ class Settings:
     token: str | None
     root: Path
     labels: dict[str, str]
+    tls: ClientTls
     key: EncryptionKey | None = None
 
 
@@ -64,6 +66,7 @@ def resolve(
     environ: Mapping[str, str],
     hostname: str,
     wall: Callable[[], float],
+    tls: ClientTls | None = None,
 ) -> Settings:
     """Resolve init()'s arguments against the environment (read now, never at import)."""
     rid = _run_id(run_id, environ, wall)
@@ -75,6 +78,7 @@ def resolve(
         root=Path(root).expanduser(),
         labels=_labels(labels, environ, hostname, rid),
         key=resolve_key(None, environ),
+        tls=tls or ClientTls.from_env(environ),
     )
 
 

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from .._encryption import EncryptionKey
+from .._tls import ClientTls
 from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
 from ..spool import RUN_FILE, Connect, Sealer, write_run
@@ -66,6 +67,7 @@ class Run:
         token: str | None = None,
         planned_total_steps: int | None = None,
         heartbeat_s: float | None = 5.0,
+        tls: ClientTls | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         hostname: str | None = None,
@@ -83,9 +85,11 @@ class Run:
             environ=os.environ if environ is None else environ,
             hostname=hostname or socket.gethostname(),
             wall=wall_clock,
+            tls=tls,
         )
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
         self.token = settings.token  # for other clients of the collector (training control)
+        self.tls = settings.tls
         self.source = new_source_id(os.getpid())
         self.spool_dir: Path = settings.root / self.id / self.source
         key = encryption_key or settings.key
@@ -117,6 +121,7 @@ class Run:
             self.labels,
             server=settings.server,
             token=settings.token,
+            tls=settings.tls,
             run=lambda: self._record,
             flush_interval_s=flush_interval_s,
             flush_samples=flush_samples,

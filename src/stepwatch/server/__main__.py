@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._encryption import ENV_KEY_FILE, EncryptionError, resolve_key
+from .._tls import ServerTls
 from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
@@ -44,6 +45,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         help="key of an encrypted store (default: env STEPWATCH_ENCRYPTION_KEY_FILE, "
         "else the key in STEPWATCH_ENCRYPTION_KEY)",
     )
+    parser.add_argument("--tls-cert", type=Path, default=None, help="serve HTTPS: certificate")
+    parser.add_argument("--tls-key", type=Path, default=None, help="its private key")
+    parser.add_argument(
+        "--tls-client-ca", type=Path, default=None, help="mutual TLS: CA of client certificates"
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -56,10 +62,12 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             notify=args.notify,
             playbooks=args.playbooks,
             key=resolve_key(args.encryption_key_file, env),
+            tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
         )
-    except (RuleError, StoreError, EncryptionError, OSError) as exc:
+    except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
-        # port in use, a key that is not the store's: one line, no traceback.
+        # port in use, a key that is not the store's, a certificate that cannot be loaded: one
+        # line, no traceback.
         raise SystemExit(f"error: {exc}") from None
 
 

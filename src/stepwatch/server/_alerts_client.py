@@ -11,6 +11,7 @@ import httpx
 from rich.table import Table
 
 from .._text import format_duration, plural, unreachable
+from .._tls import ClientTls
 
 __all__ = [
     "AlertsClient",
@@ -36,6 +37,7 @@ class AlertsClient:
     Args:
         url: the collector, e.g. ``http://127.0.0.1:7070``.
         token: sent as ``Authorization: Bearer TOKEN`` when given.
+        tls: the CA to trust and the client certificate, for an ``https://`` URL.
         transport: an httpx transport (tests and embedding); the network by default.
     """
 
@@ -45,12 +47,17 @@ class AlertsClient:
         token: str | None = None,
         *,
         timeout_s: float = 30.0,
+        tls: ClientTls | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._url = url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self._url, headers=headers, timeout=timeout_s, transport=transport
+            base_url=self._url,
+            headers=headers,
+            timeout=timeout_s,
+            verify=(tls or ClientTls()).verify(url),
+            transport=transport,
         )
 
     def close(self) -> None:

@@ -3,7 +3,6 @@ alert transition that is neither silenced nor inhibited, auditing through the ev
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -43,11 +42,8 @@ def load_config(path: str | Path | None) -> NotifyConfig | None:
     return None if path is None else load_notify_config(path)
 
 
-def served_at(config: NotifyConfig | None, sock: socket.socket) -> NotifyConfig | None:
+def served_at(config: NotifyConfig | None, url: str) -> NotifyConfig | None:
     """The config with the collector's own URL for alert links, unless the file names one."""
     if config is None or config.external_url:
         return config
-    host, port = sock.getsockname()[:2]
-    return config.but(
-        external_url=f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    )
+    return config.but(external_url=url)

@@ -85,6 +85,11 @@ class Spool:
         self._delete_acked()
         self._check_key()
 
+    @property
+    def sealer(self) -> Sealer | None:
+        """What seals this spool's records (None: plain): a spool kept beside it seals alike."""
+        return self._sealer
+
     def _load_acked(self) -> Position:
         try:
             doc = json.loads((self.path / ACKED_FILE).read_bytes())

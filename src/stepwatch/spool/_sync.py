@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from .._text import plural
+from .._tls import ClientTls, tls_hint
 from ._backoff import Backoff
 from ._http import AuthError, Connect, HttpClient, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
@@ -46,7 +47,7 @@ class SyncResult:
         said = f"sent {batches(self.batches)} ({plural(self.samples, 'sample')}) of "
         said += plural(self.runs, "run")
         if self.rejected:
-            said += f"; {batches(self.rejected)} rejected by the collector (logged above)"
+            said += f"; {batches(self.rejected)} rejected by the collector, kept in rejected/"
         if self.unsent:
             return f"{said}; {batches(self.unsent)} left: {self.error or 'not sent'}"
         if self.error:
@@ -101,9 +102,12 @@ def _why_stopped(server: str, retry: _Retrier, elapsed_s: float) -> str:
     cause = retry.failure.__cause__ if retry.failure is not None else None
     if isinstance(cause, OSError):  # nothing answered: refused, timed out, unknown host...
         reason = (cause.strerror or str(cause) or type(cause).__name__).lower()
+        hint = tls_hint(cause, server)
+        if hint is not None:
+            return f"cannot talk to server {server} {after}: {hint} ({reason})"
         return f"server {server} unreachable ({reason}) {after}"
     if retry.failure is not None:  # it answered, but "try later" every time
-        return f"server {server} still failing {after}: {retry.failure}"
+        return f"still failing {after}: {retry.failure}"
     return f"out of time {after}"
 
 
@@ -147,6 +151,7 @@ def sync(
     token: str | None = None,
     *,
     timeout_s: float = 60.0,
+    tls: ClientTls | None = None,
     connect: Connect | None = None,
     backoff: Backoff | None = None,
     monotonic: Callable[[], float] = time.monotonic,
@@ -157,10 +162,11 @@ def sync(
 
     Safe to repeat: each source resumes from its acked position and the
     collector drops batches it already has. Gives up retrying after ``timeout_s``.
-    ``sealer`` opens spools written with an encryption key (SpoolKeyError without it).
+    ``sealer`` opens spools written with an encryption key (SpoolKeyError without it); ``tls``
+    says how to trust an ``https://`` server (and the client certificate for mutual TLS).
     """
     run_dirs = _run_dirs(Path(path))
-    client = HttpClient(server, token, connect=connect)
+    client = HttpClient(server, token, tls=tls, connect=connect)
     stats = ShipStats()
     started = monotonic()
     retry = _Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
