@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 from click.testing import CliRunner
-from conftest import Collector, free_port
 
 from stepwatch.cli import main
 
@@ -19,20 +18,20 @@ def _ok(*args: str) -> str:
     return result.stdout
 
 
-def test_a_token_made_on_a_store_opens_the_collector_started_on_it(tmp_path: Path) -> None:
-    store = tmp_path / "s.duckdb"
-    said = _ok("token", "create", "--store", str(store), "--project", "nlp", "--role", "viewer")
+def test_a_token_made_on_a_store_opens_the_collector_started_on_it(
+    collector_factory: Any,
+) -> None:
+    collector = collector_factory(auth=True)
+    collector.stop()  # a store no collector holds
+    store = str(collector.store_path)
+    said = _ok("token", "create", "--store", store, "--project", "nlp", "--role", "viewer")
     secret = said.splitlines()[-1]
-    listed = _ok("token", "list", "--store", str(store))
+    listed = _ok("token", "list", "--store", store)
     assert "viewer" in listed and "nlp" in listed and secret not in listed
-    collector = Collector(store, free_port(), tmp_path / "log", extra_args=("--auth",))
     collector.start()
-    try:
-        bearer = {"Authorization": f"Bearer {secret}"}
-        assert httpx.get(collector.url + "/api/v1/runs", headers=bearer).json() == []
-        assert httpx.get(collector.url + "/api/v1/runs").status_code == 401
-    finally:
-        collector.stop()
+    bearer = {"Authorization": f"Bearer {secret}"}
+    assert httpx.get(collector.url + "/api/v1/runs", headers=bearer).json() == []
+    assert httpx.get(collector.url + "/api/v1/runs").status_code == 401
 
 
 def test_through_the_api_an_admin_makes_and_revokes_tokens(collector_factory: Any) -> None:
