@@ -182,6 +182,10 @@ HOOK = "receivers:\n  - name: hook\n    type: webhook\n    url: http://h.example
             "n.yaml:8: route.routes[0].matchers[0]: bad regular expression",
         ),
         (
+            HOOK + "route:\n  receiver: hook\n  routes:\n    - matchers: ['run=~(a)\\1']\n",
+            "n.yaml:8: route.routes[0].matchers[0]: bad regular expression '(a)\\\\1'",
+        ),
+        (
             HOOK + "route:\n  receiver: hook\n  routes:\n    - continue: maybe\n",
             "n.yaml:8: route.routes[0].continue: expected true or false",
         ),
