@@ -33,7 +33,7 @@ def ingest_into(store: Store) -> httpx.Response:
     async def scenario() -> httpx.Response:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
                 return await client.post(
                     "/api/v1/ingest",
                     content=encode_batch(make_batch()),

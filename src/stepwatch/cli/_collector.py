@@ -32,6 +32,14 @@ from ._base import (
     default=None,
     help="Require 'Authorization: Bearer TOKEN' on every route (env STEPWATCH_TOKEN).",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A name the collector is reached by, besides its bind address and localhost "
+    "(repeatable; '*' allows any). Other Host names are refused: DNS rebinding.",
+)
 @_rules_option
 @_notify_option
 @click.option(
@@ -45,6 +53,7 @@ def server(
     host: str,
     port: int,
     token: str | None,
+    allowed_hosts: tuple[str, ...],
     rules: tuple[Path, ...],
     playbooks: Path | None,
     notify: Path | None,
@@ -61,6 +70,7 @@ def server(
             rules=rules,
             playbooks=playbooks,
             notify=notify,
+            allowed_hosts=allowed_hosts,
         )
 
 

@@ -35,6 +35,12 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--notify", type=Path, default=None, help="notifications file: receivers and routes"
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="a name the collector is reached by, besides its bind address and localhost",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -46,8 +52,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             rules=args.rules,
             notify=args.notify,
             playbooks=args.playbooks,
+            allowed_hosts=args.allowed_host,
         )
-    except (RuleError, StoreError, OSError) as exc:
+    except (RuleError, StoreError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
         # port in use: one line, no traceback.
         raise SystemExit(f"error: {exc}") from None

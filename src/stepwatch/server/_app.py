@@ -25,6 +25,7 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import install_error_handlers
+from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
 from ._notifications import Notifications
@@ -72,6 +73,8 @@ def create_app(
     *,
     auth: Auth | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_hosts: HostAllowList | None = None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
@@ -85,6 +88,8 @@ def create_app(
         store: where batches, runs and events go; queries read it back.
         auth: who may call the API; default open (fit for a loopback bind only).
         max_body_bytes: ingest bodies above this are refused with 413.
+        allowed_hosts: the Host names it answers to (default: loopback names only).
+        max_json_bytes: every other request body above this is refused with 413.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
@@ -124,6 +129,12 @@ def create_app(
         default_response_class=JSON,
     )
     install_error_handlers(app)
+    app.add_middleware(
+        Guards,
+        hosts=allowed_hosts or HostAllowList.of("127.0.0.1"),
+        max_json_bytes=max_json_bytes,
+        own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
+    )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     app.include_router(_probes(writer))

@@ -19,6 +19,7 @@ from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import Auth, is_loopback
+from ._guards import HostAllowList
 from ._notifications import load_config, served_at
 
 __all__ = ["ServerThread", "serve"]
@@ -73,7 +74,9 @@ class ServerThread:
         rules: Sequence[str | Path] = (),
         notify: str | Path | None = None,
         playbooks: str | Path | None = None,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
+        self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
         self._notify_path = notify
         self._playbooks_path = playbooks
@@ -129,6 +132,7 @@ class ServerThread:
             self._store,
             auth=self._auth,
             max_body_bytes=self._max_body_bytes,
+            allowed_hosts=self._hosts,
             rules=self._rules,
             notify=served_at(notify, self._sock),
             playbooks=playbooks,
@@ -228,6 +232,7 @@ def serve(
     rules: Sequence[str | Path] = (),
     notify: str | Path | None = None,
     playbooks: str | Path | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -242,6 +247,8 @@ def serve(
             replaces the built-in one); re-read when they change.
         notify: the notifications file: receivers, and routes of alerts to them.
         playbooks: the playbooks file: the remediations alerts and people may run.
+        allowed_hosts: names the collector is reached by, besides its bind address and
+            localhost (a request under another Host name is refused: DNS rebinding).
     """
     server = ServerThread(
         store_path,
@@ -252,6 +259,7 @@ def serve(
         rules=rules,
         playbooks=playbooks,
         notify=notify,
+        allowed_hosts=allowed_hosts,
     )
     with _stop_on_signals(server.request_stop):
         server.start()
