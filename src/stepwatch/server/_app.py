@@ -75,6 +75,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_hosts: HostAllowList | None = None,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    max_queued_rows: int = 4_000_000,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
@@ -90,6 +91,7 @@ def create_app(
         max_body_bytes: ingest bodies above this are refused with 413.
         allowed_hosts: the Host names it answers to (default: loopback names only).
         max_json_bytes: every other request body above this is refused with 413.
+        max_queued_rows: samples and events waiting for the store before ingest answers 503.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
@@ -97,7 +99,9 @@ def create_app(
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
     """
-    writer = GroupWriter(store, compact_interval_s=compact_interval_s)
+    writer = GroupWriter(
+        store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
+    )
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
     rules = rules or RuleFiles(base=builtin_rules())
