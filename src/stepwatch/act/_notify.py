@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._redact import redact_urls
 from ..detect import LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
@@ -171,8 +172,8 @@ class Notifier:
                 errors.append(str(exc))
                 retryable = exc.retryable
             except Exception as exc:  # a receiver's own bug: fail this one, keep the thread
-                log.exception("receiver %s failed unexpectedly", receiver.name)
-                errors.append(repr(exc))
+                errors.append(redact_urls(repr(exc)))  # its text may quote the receiver's URL
+                log.error("receiver %s failed unexpectedly: %s", receiver.name, errors[-1])
                 retryable = False
             if not retryable or attempts > receiver.retry.retries:
                 break
