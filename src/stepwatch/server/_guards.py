@@ -46,8 +46,8 @@ def _is_wildcard(host: str) -> bool:
 
 
 def _this_machine() -> set[str]:
-    """The host name and every interface address: how nodes reach a collector bound to all."""
-    names = {socket.gethostname().lower()}
+    """The host names and every interface address: how nodes reach a collector bound to all."""
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
     for addresses in psutil.net_if_addrs().values():
         names |= {a.address.partition("%")[0].lower() for a in addresses if a.family in _INET}
     return names
