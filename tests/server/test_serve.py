@@ -93,6 +93,7 @@ def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
         "Auth",
         "DEFAULT_MAX_BODY_BYTES",
+        "HostAllowList",
         "ServerThread",
         "create_app",
         "is_loopback",
