@@ -6,6 +6,7 @@ no API response, no line of its log and nothing in its store holds any of them."
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,6 @@ import httpx
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
-from conftest import free_port
 
 from stepwatch.store import Store
 
@@ -37,9 +37,16 @@ def _refuse_login(*_: Any) -> AuthResult:
 
 
 @pytest.fixture
-def relay() -> Iterator[int]:
+def nobody() -> Iterator[int]:
+    """A loopback port held bound but not listening: every connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def relay(port: int) -> Iterator[int]:
     """An SMTP relay that asks for a login and refuses it."""
-    port = free_port()
     controller = Controller(
         Inbox(),
         hostname="127.0.0.1",
@@ -122,6 +129,7 @@ def test_no_secret_in_any_response_log_line_or_stored_record(
     collector_factory: Any,
     monkeypatch: pytest.MonkeyPatch,
     relay: int,
+    nobody: int,
     loss_doc: Any,
     eventually: Any,
     tmp_path: Path,
@@ -129,7 +137,7 @@ def test_no_secret_in_any_response_log_line_or_stored_record(
     for name, secret in SECRETS.items():
         monkeypatch.setenv(name, secret)  # the collector's environment: ${VAR} in the file
     with recording_server(answers=[500]) as slack:
-        notify = _notify_file(tmp_path / "notify.yaml", slack, relay, free_port())
+        notify = _notify_file(tmp_path / "notify.yaml", slack, relay, nobody)
         collector = collector_factory(token=SECRETS["TOKEN"], extra_args=("--notify", str(notify)))
         doc = loss_doc(1, "r1", [2.0, "NaN", "NaN"], T0)
         ingest = httpx.post(f"{collector.url}/api/v1/ingest", json=doc, headers=collector.headers)
