@@ -158,6 +158,7 @@ def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client, los
         ({"matchers": ["node=n1"], "ends_at": 1000.0}, "not in the future"),
         ({"matchers": ["node"], "duration_s": 60}, "LABEL=VALUE"),
         ({"matchers": ["node=~("], "duration_s": 60}, "regular expression"),
+        ({"matchers": ["node=~(?!n1)"], "duration_s": 60}, "'(?!n1)'"),
         ({"matchers": ["node=n1"], "duration_s": 60, "colour": "red"}, "colour"),
     ],
 )

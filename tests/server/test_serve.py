@@ -92,6 +92,7 @@ def test_sigterm_shuts_the_process_down_cleanly(server) -> None:
 def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
         "DEFAULT_MAX_BODY_BYTES",
+        "HostAllowList",
         "ServerThread",
         "ServerTls",
         "create_app",

@@ -32,6 +32,14 @@ from ._base import (
     help="Require tokens with roles and projects on every route "
     "(default: on unless --host is a loopback address).",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A name the collector is reached by, besides its bind address and localhost "
+    "(repeatable; '*' allows any). Other Host names are refused: DNS rebinding.",
+)
 @_rules_option
 @_notify_option
 @click.option(
@@ -63,6 +71,7 @@ def server(
     host: str,
     port: int,
     auth: bool | None,
+    allowed_hosts: tuple[str, ...],
     rules: tuple[Path, ...],
     playbooks: Path | None,
     notify: Path | None,
@@ -86,6 +95,7 @@ def server(
             notify=notify,
             key=encryption_key,
             tls=tls,
+            allowed_hosts=allowed_hosts,
         )
 
 

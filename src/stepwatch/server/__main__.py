@@ -50,6 +50,12 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
     parser.add_argument(
         "--tls-client-ca", type=Path, default=None, help="mutual TLS: CA of client certificates"
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="a name the collector is reached by, besides its bind address and localhost",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -63,6 +69,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             playbooks=args.playbooks,
             key=resolve_key(args.encryption_key_file, env),
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
+            allowed_hosts=args.allowed_host,
         )
     except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a

@@ -27,6 +27,7 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import install_error_handlers
+from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
 from ._notifications import Notifications
@@ -92,6 +93,9 @@ def create_app(
     *,
     tokens: TokenBook | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_hosts: HostAllowList | None = None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    max_queued_rows: int = 4_000_000,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
@@ -106,6 +110,9 @@ def create_app(
         tokens: the tokens that open the API; None leaves it open (fit for a loopback bind
             only: everyone is the local admin).
         max_body_bytes: ingest bodies above this are refused with 413.
+        allowed_hosts: the Host names it answers to (default: loopback names only).
+        max_json_bytes: every other request body above this is refused with 413.
+        max_queued_rows: samples and events waiting for the store before ingest answers 503.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
@@ -113,7 +120,9 @@ def create_app(
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
     """
-    writer = GroupWriter(store, compact_interval_s=compact_interval_s)
+    writer = GroupWriter(
+        store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
+    )
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
     rules = rules or RuleFiles(base=builtin_rules())
@@ -148,6 +157,12 @@ def create_app(
     )
     app.state.guard = Guard(tokens)
     install_error_handlers(app)
+    app.add_middleware(
+        Guards,
+        hosts=allowed_hosts or HostAllowList.of("127.0.0.1"),
+        max_json_bytes=max_json_bytes,
+        own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
+    )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     include(app, _probes(writer))

@@ -62,8 +62,8 @@ def ingest_router(
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
-        except WriterClosed as exc:
-            raise ApiError(503, str(exc)) from None
+        except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries
+            raise ApiError(503, str(exc), {"Retry-After": str(exc.retry_after_s)}) from None
         except ValueError as exc:  # the store's own checks: the batch is malformed
             raise ApiError(400, f"batch rejected: {exc}") from None
         return JSON(

@@ -22,6 +22,7 @@ from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
+from ._guards import HostAllowList
 from ._notifications import load_config, served_at
 
 __all__ = ["ServerThread", "serve"]
@@ -84,8 +85,10 @@ class ServerThread:
         playbooks: str | Path | None = None,
         key: EncryptionKey | None = None,
         tls: ServerTls | None = None,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
+        self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
         self._key = key
         self._tls = tls
@@ -150,6 +153,7 @@ class ServerThread:
             self._store,
             tokens=tokens,
             max_body_bytes=self._max_body_bytes,
+            allowed_hosts=self._hosts,
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
@@ -251,6 +255,7 @@ def serve(
     playbooks: str | Path | None = None,
     key: EncryptionKey | None = None,
     tls: ServerTls | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -269,6 +274,8 @@ def serve(
         playbooks: the playbooks file: the remediations alerts and people may run.
         key: the store is an encrypted database under this key (None: a plain file).
         tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
+        allowed_hosts: names the collector is reached by, besides its bind address and
+            localhost (a request under another Host name is refused: DNS rebinding).
     """
     server = ServerThread(
         store_path,
@@ -281,6 +288,7 @@ def serve(
         notify=notify,
         key=key,
         tls=tls,
+        allowed_hosts=allowed_hosts,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

@@ -17,10 +17,14 @@ from typing import Generic, TypeVar
 
 from fastapi.responses import StreamingResponse
 
-__all__ = ["HEARTBEAT_S", "Subscriber", "SubscriberHub"]
+from ._errors import ApiError
+
+__all__ = ["HEARTBEAT_S", "MAX_STREAMS", "Subscriber", "SubscriberHub"]
 
 #: A comment line this often keeps proxies from closing an idle stream (and finds dead clients).
 HEARTBEAT_S = 15.0
+#: Open streams of one hub; one more is refused (503) rather than hold memory for each.
+MAX_STREAMS = 256
 
 P = TypeVar("P")
 
@@ -47,6 +51,7 @@ class SubscriberHub(Generic[P]):
         empty: a fresh ``P``: nothing pending.
         render: the stream's text for what a subscriber has pending (empty: nothing to send).
         heartbeat_s: how long a stream stays silent before a heartbeat comment.
+        max_streams: how many streams may be open at once.
     """
 
     def __init__(
@@ -54,10 +59,12 @@ class SubscriberHub(Generic[P]):
         empty: Callable[[], P],
         render: Callable[[P], str],
         heartbeat_s: float = HEARTBEAT_S,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         self._empty = empty
         self._render = render
         self._heartbeat_s = heartbeat_s
+        self._max_streams = max_streams
         self._lock = threading.Lock()
         self._subs: set[Subscriber[P]] = set()
         self._closed = False
@@ -102,7 +109,13 @@ class SubscriberHub(Generic[P]):
             return found, sub.closed
 
     def response(self, run: str | None) -> StreamingResponse:
-        """The HTTP response of one stream, unbuffered by proxies."""
+        """The HTTP response of one stream, unbuffered by proxies; 503 when too many are open."""
+        if len(self._subs) >= self._max_streams:
+            raise ApiError(
+                503,
+                f"too many open streams ({self._max_streams}); close one or retry later",
+                {"Retry-After": "5"},
+            )
         return StreamingResponse(
             self.events(run),
             media_type="text/event-stream",

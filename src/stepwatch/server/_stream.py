@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from ..auth import Permission
 from ..model import SampleBatch
 from ._auth import need
-from ._sse import Subscriber, SubscriberHub
+from ._sse import MAX_STREAMS, Subscriber, SubscriberHub
 
 __all__ = ["Change", "StreamHub", "changes", "stream_router"]
 
@@ -73,8 +73,8 @@ class StreamHub(SubscriberHub[Changes]):
     text of one stream: ``event: data`` and ``event: events`` per run changed.
     """
 
-    def __init__(self) -> None:
-        super().__init__(dict, _render)
+    def __init__(self, max_streams: int = MAX_STREAMS) -> None:
+        super().__init__(dict, _render, max_streams=max_streams)
 
     def publish(self, batches: Sequence[SampleBatch]) -> None:
         """Tell the subscribers of each run what the committed ``batches`` brought."""
