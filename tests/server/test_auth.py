@@ -191,7 +191,8 @@ def test_a_public_address_turns_auth_on_and_turning_it_off_warns(
 ) -> None:
     with caplog.at_level(logging.WARNING, "stepwatch.server"):
         with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0) as server:
-            assert httpx.get(server.url + "/api/v1/runs").status_code == 401
+            url = server.url.replace("0.0.0.0", "127.0.0.1")
+            assert httpx.get(url + "/api/v1/runs").status_code == 401
         assert not caplog.records
         with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0, auth=False):
             pass
