@@ -10,16 +10,23 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import Collector, CollectorFactory, poll
 from playwright.sync_api import Page, expect
 
-from conftest import Collector, CollectorFactory, poll
 from .conftest import Dashboard
 
 RUN = "signin-run"
 #: Losses of the run: the NaN fires ``nonfinite_loss``, an alert to acknowledge and silence.
 LOSSES: list[float | str] = [2.0, 1.9, 1.8, 1.7, "NaN", 1.6, 1.5]
 #: How the browser logs an answer 401 (as a console error, whatever the page does with it).
-REFUSED = re.compile(r"Failed to load resource: .* status of 401 .*\(http://[^/]+(/[^\s:]+)")
+REFUSED = re.compile(r"Failed to load resource: .* status of 401 .*\(http://[^/]+(/[^\s:?]+)")
+
+#: Open an EventSource on a path; "open" once the collector streams, "refused" on an error.
+EVENT_SOURCE = """(path) => new Promise((resolve) => {
+  const source = new EventSource(path);
+  source.onopen = () => { source.close(); resolve("open"); };
+  source.onerror = () => { source.close(); resolve("refused"); };
+})"""
 
 
 def _refused(page_errors: list[str]) -> set[str]:
@@ -87,6 +94,8 @@ def test_a_viewer_reads_the_run_is_offered_no_control_and_signs_out(
     token = guarded.tokens["viewer", "default"]
     board = _sign_in(page, guarded, token, "viewer-default · viewer", view="overview")
     board.chart("train.loss", min_points=len(LOSSES) - 1)
+    expect(page.locator("#live")).to_have_class(re.compile(r"\bon\b"))  # the stream, by cookie
+    assert page.evaluate(EVENT_SOURCE, "/api/v1/alerts/stream") == "open"
     alert = _alert(guarded)
     board.open("alerts", run=RUN, alert=alert["id"])
     details = page.locator("[data-alert-details]")

@@ -23,6 +23,7 @@ function signedIn(me) {
   $("who").hidden = !who.auth;
   $("who").dataset.role = who.role;
   $("who-name").textContent = `${who.name} · ${who.role}`;
+  $("who").title = "projects: " + [].concat(me.projects || []).join(", ");
   $("signin").hidden = true;
 }
 
