@@ -138,7 +138,7 @@ def test_an_operator_acknowledges_and_silences_after_a_reload(
     page.locator('[data-action="silence"]').click()
     expect(page.locator("[data-silence-id]", has_text="kind=nonfinite")).to_have_count(1)
     silences = _admin(guarded, "GET", "silences")
-    assert [s["matchers"] for s in silences] == [["kind=nonfinite"]]
+    assert len([s for s in silences if "kind=nonfinite" in s["matchers"]]) == 1
     assert _refused(page_errors) == {"/api/v1/session"}  # before sign-in only
 
 
