@@ -170,6 +170,20 @@ def test_a_wrong_token_is_said_in_the_form(
     assert _refused(page_errors) == {"/api/v1/session"}  # GET (no session yet), POST
 
 
+def test_an_ingest_token_opens_no_page(
+    page: Page, guarded: Collector, page_errors: list[str]
+) -> None:
+    Dashboard(page, guarded.url).open("runs")
+    page.locator("#signin-token").fill(guarded.tokens["ingest", "default"])
+    page.locator("[data-signin] button[type=submit]").click()
+    expect(page.locator("[data-signin-error]")).to_contain_text("has role ingest")
+    expect(page.locator("#who")).to_be_hidden()
+    with page.expect_console_message(lambda m: "401" in m.text):
+        status = page.evaluate("fetch('/api/v1/session').then((r) => r.status)")
+    assert status == 401  # the session it opened is closed
+    assert _refused(page_errors) == {"/api/v1/session"}
+
+
 def test_without_auth_nobody_signs_in_or_out(dashboard: Dashboard) -> None:
     expect(dashboard.open("runs")).to_be_visible()
     expect(dashboard.page.locator("[data-row]").first).to_be_visible()

@@ -73,20 +73,28 @@ async function whoami() {
   }
 }
 
-// POST the token once; the field is emptied either way, the answer's CSRF secret kept.
+// POST the token once; the field is emptied either way, the answer's CSRF secret kept. A
+// token that may not read (an ingest token) opens no page: its session is closed at once.
 async function signIn(ready) {
   const field = $("signin-token");
   const token = field.value.trim();
   if (!token) return formError("Paste the access token you were given.");
   formError("");
   field.value = "";
+  let me;
   try {
-    signedIn(await api("/session", { method: "POST", body: { token }, quiet: true }));
+    me = await api("/session", { method: "POST", body: { token }, quiet: true });
   } catch (err) {
     formError(err instanceof ApiError ? "Not signed in: " + err.message : "Cannot reach the collector.");
-    field.focus();
-    return;
+    return field.focus();
   }
+  if (!(GRANTS[me.role] || []).includes("read")) {
+    useSession(me.csrf);
+    await signOut(() => useSession(null), () => {});
+    formError(`Not signed in: ${me.name} has role ${me.role}, which only sends data; the dashboard needs a viewer, operator or admin token.`);
+    return field.focus();
+  }
+  signedIn(me);
   await ready();
 }
 
