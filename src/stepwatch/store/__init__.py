@@ -2,6 +2,7 @@
 
 from ._catalogue import SeriesInfo
 from ._errors import StoreError
+from ._records import ChainCheck, Head
 from ._store import Store
 
-__all__ = ["SeriesInfo", "Store", "StoreError"]
+__all__ = ["ChainCheck", "Head", "SeriesInfo", "Store", "StoreError"]

@@ -15,12 +15,13 @@ import duckdb
 import numpy as np
 
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary
+from . import _compact, _logs, _multi, _percentiles, _query, _records, _runs, _summary
 from ._catalogue import Catalogue, SeriesInfo
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
 from ._plan import plan
+from ._records import ChainCheck, Head
 from ._schema import ensure_schema
 from ._summary import RunSummary
 
@@ -98,6 +99,7 @@ class Store:
             "FROM meta WHERE key = 'watermark'"
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
+        self._head = _records.load_head(cur)
 
     def close(self) -> None:
         """Close the file; the Store cannot be used afterwards."""
@@ -149,15 +151,17 @@ class Store:
     def apply(self, batches: Sequence[SampleBatch]) -> list[bool]:
         """Store new batches in one transaction; False for a duplicate (seq already applied).
 
-        Raises (and stores nothing of any batch) when a batch is malformed.
+        Raises (and stores nothing of any batch) when a batch is malformed, or when a batch
+        that is not a ``RecordBatch`` claims a source or an event kind of the collector's.
         """
         with self._lock:
-            prep = prepare(batches, self._cat, self._seqs, self._next_rid)
-            if prep.seqs:
+            prep = prepare(batches, self._cat, self._seqs, self._next_rid, self._head)
+            if any(prep.accepted):
                 with self._txn() as cur:
                     _write(cur, prep)
                 self._cat, self._next_rid = prep.catalogue, prep.next_rid
                 self._seqs.update(prep.seqs)
+                self._head = prep.head
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
@@ -227,6 +231,28 @@ class Store:
         """The newest ``limit`` events matching the filters, oldest first."""
         with self._txn() as cur:
             return _runs.events(cur, run, kind, start, end, limit)
+
+    def records(
+        self,
+        run: str | None = None,
+        kind: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int = 1000,
+    ) -> list[Event]:
+        """The newest ``limit`` of the collector's own records matching the filters, oldest
+        first; nothing ingested is ever among them."""
+        with self._txn() as cur:
+            return _records.records(cur, run, kind, start, end, limit)
+
+    def record_head(self) -> Head:
+        """The last record's seq and hash (seq 0 and the genesis hash while there is none)."""
+        return self._head
+
+    def verify_records(self) -> ChainCheck:
+        """Re-compute the records' hash chain from the file; names the first broken record."""
+        with self._txn() as cur:
+            return _records.verify(cur)
 
     def logs(self, **where: Any) -> list[Event]:
         """The newest log events passing the filter (``LogFilter``'s fields), oldest first."""
@@ -340,24 +366,15 @@ class Store:
         (ts, run, name, value, step, node, rank, gpu) plus labels as JSON."""
         path = Path(path)
         with self._txn() as cur:
-            cur.execute(
-                """COPY (
-                    SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
-                           TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
-                           c.labels
-                    FROM samples s JOIN series c ON s.series = c.id
-                    WHERE c.run = ? ORDER BY s.ts, s.rid
-                ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
-                [run_id, str(path)],
-            )
+            _query.export_parquet(cur, run_id, path)
         return path
 
     def stats(self) -> dict[str, int]:
-        """Sizes: samples, series, runs, events, rows not yet compacted, bytes on disk."""
+        """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
         with self._snapshot() as (cur, watermark):
-            ((samples, runs, events),) = cur.execute(
+            ((samples, runs, events, records),) = cur.execute(
                 "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
-                "(SELECT count(*) FROM events)"
+                "(SELECT count(*) FROM events), (SELECT count(*) FROM records)"
             ).fetchall()
         wal = self.path.with_name(self.path.name + ".wal")
         return {
@@ -365,6 +382,7 @@ class Store:
             "series": len(self._cat),
             "runs": int(runs),
             "events": int(events),
+            "records": int(records),
             "uncompacted": self._next_rid - watermark,
             "file_bytes": sum(p.stat().st_size for p in (self.path, wal) if p.exists()),
         }
@@ -376,9 +394,11 @@ def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
         ("series", prep.series),
         ("samples", prep.samples),
         ("events", prep.events),
+        ("records", prep.records),
     ):
         if rows.num_rows:
             cur.register("_rows", rows)
             cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
             cur.unregister("_rows")
-    cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))
+    if prep.seqs:
+        cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))
