@@ -8,7 +8,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..model import SampleBatch
+from ..model import SampleBatch, check_producer_batch
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
 from ._errors import ApiError
 from ._jsonio import JSON
@@ -42,10 +42,13 @@ def ingest_router(
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
         try:
             if content_type == BINARY_CONTENT_TYPE:
-                return decode(body)  # column views over the body: cheap enough for the event loop
-            return await run_in_threadpool(decode_json, body, clock)  # Python per sample: off-loop
-        except WireError as exc:
+                batch = decode(body)  # column views over the body: cheap enough for the event loop
+            else:  # Python per sample: off the loop
+                batch = await run_in_threadpool(decode_json, body, clock)
+            check_producer_batch(batch)  # the collector's records are never ingested
+        except (WireError, ValueError) as exc:
             raise ApiError(400, str(exc)) from None
+        return batch
 
     @router.post("/api/v1/ingest")
     async def ingest(request: Request) -> JSON:
