@@ -30,9 +30,10 @@ def audited(module_collector_factory: CollectorFactory) -> tuple[Collector, str]
     shown = _cli("audit", "--server", collector.url)
     assert shown.exit_code == 0, shown.output
     head = httpx.get(f"{collector.url}/api/v1/audit/head").json()
-    assert shown.output.splitlines()[-1] == f"chain head: record {head['seq']} sha256 {head['hash']}"
+    line = shown.output.splitlines()[-1]
+    assert line == f"chain head: record {head['seq']} sha256 {head['hash']}"
     collector.stop()
-    return collector, shown.output.splitlines()[-1]
+    return collector, line
 
 
 @pytest.fixture
