@@ -4,12 +4,12 @@ the chain of a store file and names the first record edited, removed or reordere
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import httpx
 import pytest
 from click.testing import CliRunner, Result
-from conftest import Collector, CollectorFactory
 
 from stepwatch.cli import main
 
@@ -19,7 +19,7 @@ def _cli(*args: str) -> Result:
 
 
 @pytest.fixture(scope="module")
-def audited(module_collector_factory: CollectorFactory) -> tuple[Collector, str]:
+def audited(module_collector_factory: Any) -> tuple[Any, str]:
     """A stopped collector's store with five audit records (commands to a run), and the head
     line ``stepwatch audit`` printed while it ran."""
     collector = module_collector_factory()
@@ -37,7 +37,7 @@ def audited(module_collector_factory: CollectorFactory) -> tuple[Collector, str]
 
 
 @pytest.fixture
-def store(audited: tuple[Collector, str], tmp_path: Path) -> Path:
+def store(audited: tuple[Any, str], tmp_path: Path) -> Path:
     """A copy of the audited store, for one test to edit."""
     copy = tmp_path / "copy.duckdb"
     copy.write_bytes(audited[0].store_path.read_bytes())
@@ -51,7 +51,7 @@ def _audit_seqs(store: Path) -> list[int]:
 
 
 def test_an_intact_store_verifies_and_leads_to_the_head_audit_showed(
-    audited: tuple[Collector, str], store: Path
+    audited: tuple[Any, str], store: Path
 ) -> None:
     result = _cli("audit", "verify", "--store", str(store))
     assert result.exit_code == 0, result.output
@@ -91,7 +91,7 @@ def test_two_swapped_audit_records_are_named(store: Path) -> None:
 
 
 def test_a_store_a_collector_holds_is_one_line_of_error(
-    collector_factory: CollectorFactory,
+    collector_factory: Any,
 ) -> None:
     collector = collector_factory()
     result = _cli("audit", "verify", "--store", str(collector.store_path))

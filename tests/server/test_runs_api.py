@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
-from conftest import Eventually, make_loss_doc
 
 JSON = {"Content-Type": "application/json"}
 
@@ -76,11 +76,11 @@ def test_finish_sets_status_and_end(client: httpx.Client) -> None:
 
 
 def test_finish_resolves_the_run_s_alerts_and_no_other_run_s(
-    client: httpx.Client, eventually: Eventually
+    client: httpx.Client, eventually: Any, loss_doc: Any
 ) -> None:
     for seq, run in enumerate(("r", "other"), start=1):
         client.post("/api/v1/runs", json={"id": run, "start": 1.0})
-        doc = make_loss_doc(seq, run, [1.0, "NaN"], 1.0)
+        doc = loss_doc(seq, run, [1.0, "NaN"], 1.0)
         assert client.post("/api/v1/ingest", json=doc).status_code == 200
     assert eventually(
         lambda: len(client.get("/api/v1/alerts", params={"state": "firing"}).json()) == 2

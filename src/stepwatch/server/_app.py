@@ -127,7 +127,7 @@ def create_app(
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     app.include_router(_probes(writer))
-    app.include_router(ingest_router(writer, max_body_bytes, clock))
+    app.include_router(ingest_router(writer, store, max_body_bytes, clock))
     app.include_router(dashboard_router(store))  # before runs: /runs/summary is no run id
     app.include_router(stream_router(streams))
     app.include_router(runs_router(store, clock, detection.finish_run))

@@ -9,12 +9,28 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from ..model import SampleBatch, check_producer_batch
+from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
 from ._errors import ApiError
 from ._jsonio import JSON
 from ._writer import GroupWriter, WriterClosed
 
-__all__ = ["ingest_router"]
+__all__ = ["ingest_router", "sender_of"]
+
+
+def sender_of(request: Request) -> str:
+    """Who sent the request: the identity the auth layer left in ``request.state.identity``,
+    or "" where there is none (one shared token, or none): every sender is then the same."""
+    return str(getattr(request.state, "identity", "") or "")
+
+
+async def _check_owner(store: Store, source: str, sender: str) -> None:
+    """A source belongs to the identity that sent it first; another identity's batch is a 403."""
+    bound = store.owner_of(source)
+    if bound is None:
+        bound = await run_in_threadpool(store.claim_source, source, sender)
+    if bound != sender:
+        raise ApiError(403, f"source {source!r} belongs to another identity")
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -34,9 +50,10 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def ingest_router(
-    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float]
+    writer: GroupWriter, store: Store, max_body_bytes: int, clock: Callable[[], float]
 ) -> APIRouter:
-    """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON)."""
+    """The ingest route, bound to its writer, the store (sources' owners), size limit and clock
+    (default timestamps of JSON)."""
     router = APIRouter()
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
@@ -61,6 +78,7 @@ def ingest_router(
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
             )
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
+        await _check_owner(store, batch.source, sender_of(request))
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:

@@ -13,7 +13,7 @@ import duckdb
 
 from ._errors import StoreError
 
-#: 2: the collector's records apart from ingested events, hash-chained.
+#: 2: the collector's records apart from ingested events, hash-chained; sources' owners.
 SCHEMA_VERSION = 2
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -35,6 +35,7 @@ _DDL = [
         rid BIGINT NOT NULL, series INTEGER NOT NULL, ts DOUBLE NOT NULL,
         step BIGINT, value DOUBLE)""",
     "CREATE TABLE IF NOT EXISTS sources (source VARCHAR PRIMARY KEY, seq BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)",
     """CREATE TABLE IF NOT EXISTS events (
         ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL, run VARCHAR,
         labels VARCHAR NOT NULL, data VARCHAR NOT NULL)""",

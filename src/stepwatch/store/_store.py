@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -17,12 +16,12 @@ import numpy as np
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
 from . import _compact, _logs, _multi, _percentiles, _query, _records, _runs, _summary
 from ._catalogue import Catalogue, SeriesInfo
+from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
 from ._plan import plan
 from ._records import ChainCheck, Head
-from ._schema import ensure_schema
 from ._summary import RunSummary
 
 #: apply() compacts by itself once this many rows wait past the watermark.
@@ -33,30 +32,6 @@ COMPACT_CHUNK = 4_000_000
 #: Resolved paths of the files open in this process: a second Store would fork the counters.
 _OPEN: set[str] = set()
 _OPEN_LOCK = threading.Lock()
-
-
-def _lock_holder(message: str) -> int | None:
-    """The PID DuckDB names when another process holds the file's lock ("... (PID 123)")."""
-    found = re.search(r"lock.*\(PID (\d+)\)", message, re.IGNORECASE | re.DOTALL)
-    return int(found.group(1)) if found else None
-
-
-def _connect(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open and check the file, turning DuckDB's errors into a StoreError that says what."""
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as e:
-        if (holder := _lock_holder(str(e))) is not None:
-            message = f"store {path} is in use by another process (PID {holder})"
-            raise StoreError(message, holder) from e
-        hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
-        raise StoreError(f"cannot open store {path}{hint}: {e}") from e
-    try:
-        ensure_schema(con)
-    except (duckdb.Error, StoreError) as e:
-        con.close()
-        raise StoreError(f"cannot use store {path}: {e}") from e
-    return con
 
 
 class Store:
@@ -77,7 +52,7 @@ class Store:
             _OPEN.add(self._key)
         self._closed = True
         try:
-            self._con = _connect(self.path)
+            self._con = connect(self.path)
             self._closed = False
             with self._txn() as cur:
                 self._load(cur)
@@ -100,6 +75,9 @@ class Store:
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
         self._head = _records.load_head(cur)
+        self._owners: dict[str, str] = dict(
+            cur.execute("SELECT source, owner FROM source_owners").fetchall()
+        )
 
     def close(self) -> None:
         """Close the file; the Store cannot be used afterwards."""
@@ -165,6 +143,19 @@ class Store:
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
+
+    def claim_source(self, source: str, owner: str) -> str:
+        """Bind ``source`` to ``owner`` unless it is bound already; the owner it is bound to."""
+        with self._lock:
+            if source not in self._owners:
+                with self._txn() as cur:
+                    cur.execute("INSERT INTO source_owners VALUES (?, ?)", [source, owner])
+                self._owners[source] = owner
+            return self._owners[source]
+
+    def owner_of(self, source: str) -> str | None:
+        """Who first sent ``source`` (from memory: never waits on the writer's lock)."""
+        return self._owners.get(source)
 
     def last_seq(self, source: str) -> int | None:
         """The last applied batch sequence number of a source."""
