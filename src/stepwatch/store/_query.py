@@ -108,13 +108,14 @@ def latest(
 
 def export_parquet(cur: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> None:
     """A run's samples, time ordered, with their series' columns, as one Parquet file."""
+    # Numbered parameters: DuckDB 1.5 binds a ? after TO before those of the query.
     cur.execute(
         """COPY (
             SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
                    TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
                    c.labels
             FROM samples s JOIN series c ON s.series = c.id
-            WHERE c.run = ? ORDER BY s.ts, s.rid
-        ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
+            WHERE c.run = $1 ORDER BY s.ts, s.rid
+        ) TO $2 (FORMAT parquet, COMPRESSION zstd)""",
         [run_id, str(path)],
     )
