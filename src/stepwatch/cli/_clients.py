@@ -4,14 +4,18 @@ trail and the `top` terminal view."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
+from .._text import plural
 from ._base import (
+    _clear_errors,
     _client,
     _client_options,
     _client_tls,
+    _store_option,
     main,
 )
 
@@ -219,7 +223,7 @@ _decision_command("approve", "approves", "Approve pending action ACTION_ID: it r
 _decision_command("reject", "rejects", "Reject pending action ACTION_ID: it never runs.")
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @_client_options
 @click.option("--run", "run_id", default=None, help="Only records about this run.")
 @click.option(
@@ -230,7 +234,9 @@ _decision_command("reject", "rejects", "Reject pending action ACTION_ID: it neve
 @click.option("--kind", default=None, help="Only records about alerts of this kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
 @_json_option
+@click.pass_context
 def audit(
+    ctx: click.Context,
     server_url: str,
     token: str | None,
     run_id: str | None,
@@ -239,17 +245,39 @@ def audit(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Print the audit trail, newest first: who acted, on what, why, with what result."""
+    """Print the audit trail, newest first: who acted, on what, why, with what result; then
+    the head of the records' hash chain, to write down elsewhere (`audit verify` checks it)."""
     from ..act import AUDIT_ACTIONS
     from ..server._actions_client import audit_table
 
+    if ctx.invoked_subcommand is not None:
+        return
     if action is not None and action not in AUDIT_ACTIONS:
         raise click.BadParameter(
             f"{action!r} is not one of {', '.join(AUDIT_ACTIONS)}", param_hint="--action"
         )
     with _client(server_url, token) as client:
         found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
+        head = client.audit_head()
     _show(found, as_json, audit_table)
+    if not as_json:
+        click.echo(f"chain head: record {head['seq']} sha256 {head['hash']}")
+
+
+@audit.command("verify")
+@_store_option(exists=True)
+def audit_verify(store_path: Path) -> None:
+    """Re-compute the hash chain of the store's records (audit, alerts, silences, commands,
+    actions): exit 1 naming the first record changed, removed or reordered; else the head."""
+    from ..store import Store
+
+    with _clear_errors(), Store(store_path) as store:
+        check = store.verify_records()
+    if check.problem is not None:
+        raise click.ClickException(f"{store_path}: {check.problem}")
+    head = check.head
+    click.echo(f"{store_path}: {plural(check.records, 'record')} intact")
+    click.echo(f"chain head: record {head.seq} sha256 {head.hash}")
 
 
 @main.command()

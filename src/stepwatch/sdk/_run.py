@@ -22,7 +22,7 @@ from typing import Any
 
 from .._encryption import EncryptionKey
 from .._tls import ClientTls
-from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
+from ..model import NO_STEP, RECORD_KINDS, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
 from ..spool import RUN_FILE, Connect, Sealer, write_run
 from ._env import new_source_id, resolve
@@ -220,9 +220,15 @@ class Run:
             self.log(times, step=step)
 
     def event(self, kind: str, text: str = "", **data: Any) -> None:
-        """Record an event (a checkpoint, a notable log line) carried with the next batch."""
+        """Record an event (a checkpoint, a notable log line) carried with the next batch.
+
+        Kinds of the collector's own records (``alert``, ``silence``, ``audit``...) are refused
+        here, where the mistake is made: the collector would refuse the whole batch.
+        """
         if not isinstance(kind, str) or not kind:
             raise TypeError("event kind must be a non-empty str")
+        if kind in RECORD_KINDS:
+            raise ValueError(f"event kind {kind!r} is reserved for the collector's own records")
         if not isinstance(text, str):
             raise TypeError(f"event text must be a str, got {type(text).__name__}")
         try:

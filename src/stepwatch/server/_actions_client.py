@@ -61,6 +61,10 @@ class ActionsClient(AlertsClient):
         params = _params(run=run, action=action, kind=kind, limit=limit)
         return list(self._call("GET", "/api/v1/audit", params=params))
 
+    def audit_head(self) -> dict[str, Any]:
+        """The last record's seq and the hash that chains every record before it."""
+        return dict(self._call("GET", "/api/v1/audit/head"))
+
 
 def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
     """One row per action: its id, playbook, entity, state, who asked and who decided."""

@@ -170,7 +170,7 @@ def create_app(
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, max_body_bytes, clock))
+    include(app, ingest_router(writer, store, max_body_bytes, clock))
     include(app, dashboard_router(store))  # before runs: /runs/summary is no run id
     include(app, stream_router(streams))
     include(app, runs_router(store, clock, detection.finish_run))

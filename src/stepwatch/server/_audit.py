@@ -1,4 +1,5 @@
-"""Audit API: every notification, command, approval and playbook run, newest first."""
+"""Audit API: every notification, command, approval and playbook run, newest first, and the
+head of the hash chain that makes an edit of them evident."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def audit_router(store: Store) -> APIRouter:
         if since is not None and not math.isfinite(since):
             raise ApiError(400, "since must be a finite number of seconds")
         filtered = action is not None or kind is not None
-        events = store.events(
+        events = store.records(
             run=run, kind=AUDIT_EVENT, start=since, limit=HISTORY if filtered else limit
         )
         out = []
@@ -63,7 +64,7 @@ def audit_router(store: Store) -> APIRouter:
             try:
                 record = AuditRecord.from_event(event)
             except ValueError:
-                continue  # an "audit" event a client wrote in another shape
+                continue  # a record in a shape this version does not read
             if (action is None or record.action == action) and (
                 kind is None or record.kind == kind
             ):
@@ -71,5 +72,13 @@ def audit_router(store: Store) -> APIRouter:
                 if len(out) == limit:
                     break
         return JSON(out)
+
+    @router.get("/audit/head")
+    def head() -> JSON:
+        """The head of the hash chain over the collector's records (audit included): write
+        it down elsewhere, and ``stepwatch audit verify`` shows later whether the store still
+        leads to it."""
+        found = store.record_head()
+        return JSON({"seq": found.seq, "hash": found.hash})
 
     return router

@@ -8,15 +8,25 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import Permission
-from ..model import SampleBatch
+from ..model import SampleBatch, check_producer_batch
+from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
-from ._auth import need
+from ._auth import Ingester
 from ._errors import ApiError
 from ._jsonio import JSON
 from ._writer import GroupWriter, WriterClosed
 
 __all__ = ["ingest_router"]
+
+
+async def _check_owner(store: Store, source: str, sender: str) -> None:
+    """A source belongs to the identity (by name: a token renewed under its name keeps them)
+    that sent it first; another identity's batch is a 403."""
+    bound = store.owner_of(source)
+    if bound is None:
+        bound = await run_in_threadpool(store.claim_source, source, sender)
+    if bound != sender:
+        raise ApiError(403, f"source {source!r} belongs to another identity")
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -36,21 +46,25 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def ingest_router(
-    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float]
+    writer: GroupWriter, store: Store, max_body_bytes: int, clock: Callable[[], float]
 ) -> APIRouter:
-    """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON)."""
-    router = APIRouter(dependencies=[need(Permission.WRITE)])
+    """The ingest route, bound to its writer, the store (sources' owners), size limit and clock
+    (default timestamps of JSON)."""
+    router = APIRouter()
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
         try:
             if content_type == BINARY_CONTENT_TYPE:
-                return decode(body)  # column views over the body: cheap enough for the event loop
-            return await run_in_threadpool(decode_json, body, clock)  # Python per sample: off-loop
-        except WireError as exc:
+                batch = decode(body)  # column views over the body: cheap enough for the event loop
+            else:  # Python per sample: off the loop
+                batch = await run_in_threadpool(decode_json, body, clock)
+            check_producer_batch(batch)  # the collector's records are never ingested
+        except (WireError, ValueError) as exc:
             raise ApiError(400, str(exc)) from None
+        return batch
 
     @router.post("/api/v1/ingest")
-    async def ingest(request: Request) -> JSON:
+    async def ingest(request: Request, who: Ingester) -> JSON:
         """Store one batch; answer only after it is committed (or known to be a duplicate)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type not in (BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE):
@@ -60,6 +74,7 @@ def ingest_router(
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
             )
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
+        await _check_owner(store, batch.source, who.name)
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries

@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Query
 
 from ..auth import Permission
+from ..model import RECORD_KINDS
 from ..store import SeriesInfo, Store
 from ..wire import json_number
 from ._auth import need
@@ -140,9 +141,17 @@ class _Queries:
         end: float | None = None,
         limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
     ) -> JSON:
-        """The newest ``limit`` matching events, oldest first."""
+        """The newest ``limit`` matching events, oldest first: what producers sent and the
+        collector's own records (alerts, silences, audit...), each kind read from its own table."""
         time_range(start, end)
-        found = self.store.events(run=run, kind=kind, start=start, end=end, limit=limit)
+        where = (run, kind, start, end, limit)
+        if kind in RECORD_KINDS:
+            found = self.store.records(*where)
+        elif kind is not None:
+            found = self.store.events(*where)
+        else:
+            both = self.store.events(*where) + self.store.records(*where)
+            found = sorted(both, key=lambda e: e.ts)[-limit:]
         return JSON([clean(e.as_dict()) for e in found])
 
 

@@ -2,7 +2,8 @@
 
 from ._catalogue import SeriesInfo
 from ._errors import StoreError
+from ._records import ChainCheck, Head
 from ._store import Store
 from ._tokens import TokenRecord
 
-__all__ = ["SeriesInfo", "Store", "StoreError", "TokenRecord"]
+__all__ = ["ChainCheck", "Head", "SeriesInfo", "Store", "StoreError", "TokenRecord"]
