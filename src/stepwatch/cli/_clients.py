@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._text import plural
+
+if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
 from ._base import (
     _clear_errors,
     _client,
@@ -266,12 +269,12 @@ def audit(
 
 @audit.command("verify")
 @_store_option(exists=True)
-def audit_verify(store_path: Path) -> None:
+def audit_verify(store_path: Path, encryption_key: EncryptionKey | None) -> None:
     """Re-compute the hash chain of the store's records (audit, alerts, silences, commands,
     actions): exit 1 naming the first record changed, removed or reordered; else the head."""
     from ..store import Store
 
-    with _clear_errors(), Store(store_path) as store:
+    with _clear_errors(), Store(store_path, key=encryption_key) as store:
         check = store.verify_records()
     if check.problem is not None:
         raise click.ClickException(f"{store_path}: {check.problem}")
