@@ -6,7 +6,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
 from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary, _tokens
-from ._catalogue import Catalogue, SeriesInfo
+from ._catalogue import Catalogue, LabelMatch, SeriesInfo
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
@@ -224,10 +224,12 @@ class Store:
         start: float | None = None,
         end: float | None = None,
         limit: int = 1000,
+        runs: Collection[str] | None = None,
     ) -> list[Event]:
-        """The newest ``limit`` events matching the filters, oldest first."""
+        """The newest ``limit`` events matching the filters, oldest first; ``runs`` keeps only
+        events of those runs (a caller's projects)."""
         with self._txn() as cur:
-            return _runs.events(cur, run, kind, start, end, limit)
+            return _runs.events(cur, run, kind, start, end, limit, runs)
 
     def logs(self, **where: Any) -> list[Event]:
         """The newest log events passing the filter (``LogFilter``'s fields), oldest first."""
@@ -258,9 +260,7 @@ class Store:
 
     # ---- series queries -----------------------------------------------------------------
 
-    def series(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
-    ) -> list[SeriesInfo]:
+    def series(self, name: str | None = None, match: LabelMatch | None = None) -> list[SeriesInfo]:
         """Stored series with this name (any if None) whose labels equal ``match``."""
         return self._cat.select(name, match)
 
@@ -291,7 +291,7 @@ class Store:
     def downsample_many(
         self,
         name: str | Sequence[str] | None,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -314,7 +314,7 @@ class Store:
     def percentiles(
         self,
         name: str,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -337,7 +337,7 @@ class Store:
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
 
     def latest(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
+        self, name: str | None = None, match: LabelMatch | None = None
     ) -> list[tuple[SeriesKey, float, int, float]]:
         """(key, ts, step, value) of the newest sample of each matching series that has one."""
         cat = self._cat
