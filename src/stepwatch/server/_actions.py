@@ -102,9 +102,9 @@ class _Actions:
 
     def _request(self, who: Identity, body: RequestIn) -> JSON:
         run = body.labels.get("run")
-        if run is None and who.projects is not None:
-            raise ApiError(403, f"{who.name} may only act on runs: name one in labels.run")
-        if run is not None:
+        if who.projects is not None:  # one of a project's operators acts on its runs only
+            if run is None:
+                raise ApiError(403, f"{who.name} may only act on runs: name one in labels.run")
             self.scope.run(who, run)
         try:
             action = self.remediation.request(
