@@ -129,7 +129,9 @@ def create_app(
         project_of=scope.project_of,
     )
     writer.on_commit.append(detection.live.feed)
-    notifications = Notifications(notify, detection.live, detection.log.record, clock)
+    notifications = Notifications(
+        notify, detection.live, detection.log.record, clock, scope.project_of
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
