@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from stepwatch.server._actions_client import action_text
+
 OWN, OTHER = "default", "other"
 WAIT_S = 30.0
 T0 = 1_780_000_000.0
@@ -261,6 +263,7 @@ def test_a_destructive_playbook_needs_its_approvals_from_other_admins(tenants: T
             assert operator.post(path, json={}).status_code == 403  # not an admin
         first = _ok(tenants.root.post(path, json={}))
         assert (first["state"], first["approvals"]) == ("pending", [_actor(tenants, "root")])
+        assert f"approved so far by {_actor(tenants, 'root')}" in action_text(first)
         again = tenants.root.post(path, json={})
         assert again.status_code == 409 and "already" in again.json()["error"]
     with tenants.as_("admin", OTHER) as stranger:

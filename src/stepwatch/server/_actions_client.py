@@ -134,6 +134,8 @@ def action_text(a: Mapping[str, Any]) -> str:
         state += f", exit {a['exit_code']} after {a.get('duration_s', 0):.2f} s"
     if a["state"] == "pending":
         decided = f"not yet: stepwatch actions approve {a['id']} (or reject)"
+        if a.get("approvals"):
+            decided += f"; approved so far by {', '.join(a['approvals'])}"
     else:
         decided = f"by {a['decided_by']}" if a.get("decided_by") else "no approval needed"
         decided += f": {a['comment']}" if a.get("comment") else ""
