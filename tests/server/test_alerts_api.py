@@ -119,19 +119,21 @@ def test_ack_marks_an_alert_and_unknown_ids_are_404(
 ) -> None:
     api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0))
     (alert,) = eventually(lambda: _alerts(api))
-    response = api.post(f"/api/v1/alerts/{alert['id']}/ack", json={"by": "ops", "comment": "mine"})
+    response = api.post(f"/api/v1/alerts/{alert['id']}/ack", json={"comment": "mine"})
     assert response.status_code == 200 and response.json()["acked"] is True
     assert _alerts(api)[0]["acked"] is True
     (ack,) = api.get("/api/v1/events", params={"kind": "alert_ack"}).json()
-    assert ack["data"] == {"id": alert["id"], "by": "ops", "comment": "mine"}
+    assert ack["data"] == {"id": alert["id"], "by": "local", "comment": "mine"}  # auth off
     assert api.post("/api/v1/alerts/nope/ack", json={}).status_code == 404
 
 
 def test_a_silence_mutes_matching_alerts_until_it_expires(api: httpx.Client, loss_doc: Any) -> None:
     body = {"matchers": ["run=r1", "kind=~non.*"], "duration_s": 3600, "comment": "known"}
-    created = api.post("/api/v1/silences", json={**body, "created_by": "ops"})
+    assert api.post("/api/v1/silences", json={**body, "created_by": "ops"}).status_code == 400
+    created = api.post("/api/v1/silences", json=body)
     assert created.status_code == 201
     silence = created.json()
+    assert silence["created_by"] == "local"  # the caller's identity, never a field it sends
     assert silence["matchers"] == ["run=r1", "kind=~non.*"] and silence["active"] is True
     assert silence["ends"] - silence["starts"] == pytest.approx(3600)
     assert api.get("/api/v1/silences").json() == [silence]

@@ -51,6 +51,7 @@ def test_routes_refuse_without_a_valid_token(
 
 def test_an_ingest_token_writes_but_neither_reads_nor_steers(collector: Any) -> None:
     ingest = collector.headers_of("ingest")
+    assert httpx.post(collector.url + "/api/v1/runs", json={"id": "r1"}, headers=ingest).is_success
     body = encode_batch(make_batch(source="auth-ingest"))
     assert httpx.post(collector.url + "/api/v1/ingest", content=body, headers=ingest | SWB).json()[
         "applied"

@@ -23,6 +23,7 @@ def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
         "ChainCheck",
         "Head",
+        "LabelMatch",
         "SeriesInfo",
         "Store",
         "StoreError",

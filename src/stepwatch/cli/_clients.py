@@ -94,19 +94,11 @@ def silence() -> None:
 @click.argument("matchers", nargs=-1, required=True)
 @click.option("--duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
 @click.option("--comment", default="", help="Why (shown with the silence).")
-@click.option("--by", "created_by", default=None, help="Who [default: the user name].")
 @_client_options
 def silence_add(
-    matchers: tuple[str, ...],
-    duration: str,
-    comment: str,
-    created_by: str | None,
-    server_url: str,
-    token: str | None,
+    matchers: tuple[str, ...], duration: str, comment: str, server_url: str, token: str | None
 ) -> None:
     """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
-    import getpass
-
     from ..detect import parse_duration
     from ..server._alerts_client import human_time
 
@@ -115,7 +107,7 @@ def silence_add(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--duration") from None
     with _client(server_url, token) as client:
-        made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
+        made = client.add_silence(matchers, seconds, comment)
     click.echo(
         f"silence {made['id']} until {human_time(made['ends'])}: {' '.join(made['matchers'])}"
     )
@@ -180,19 +172,15 @@ def actions_show(action_id: str, server_url: str, token: str | None) -> None:
 @click.argument("playbook")
 @click.argument("labels", nargs=-1)
 @click.option("--dry-run/--for-real", default=None, help="Override the entry's own choice.")
-@click.option("--by", default=None, help="Who asks [default: the user name].")
 @_client_options
 def actions_run(
     playbook: str,
     labels: tuple[str, ...],
     dry_run: bool | None,
-    by: str | None,
     server_url: str,
     token: str | None,
 ) -> None:
     """Request a run of PLAYBOOK on the entity of LABELS (node=n1 gpu=3 ...)."""
-    import getpass
-
     given = {}
     for item in labels:
         key, sep, value = item.partition("=")
@@ -200,30 +188,30 @@ def actions_run(
             raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
         given[key] = value
     with _client(server_url, token) as client:
-        made = client.request(playbook, given, by or getpass.getuser(), dry_run)
+        made = client.request(playbook, given, dry_run)
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
 
-def _decision_command(verb: str, who: str, doc: str) -> None:
-    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action."""
+def _decision_command(verb: str, doc: str) -> None:
+    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action (the token
+    says who decides)."""
 
     @actions.command(verb, help=doc)
     @click.argument("action_id")
-    @click.option("--by", default=None, help=f"Who {who} [default: the user name].")
     @click.option("--comment", default="", help="Why.")
     @_client_options
-    def decide(
-        action_id: str, by: str | None, comment: str, server_url: str, token: str | None
-    ) -> None:
-        import getpass
-
+    def decide(action_id: str, comment: str, server_url: str, token: str | None) -> None:
         with _client(server_url, token) as client:
-            done = client.decide(action_id, verb, by or getpass.getuser(), comment)
+            done = client.decide(action_id, verb, comment)
         click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
 
 
-_decision_command("approve", "approves", "Approve pending action ACTION_ID: it runs for real.")
-_decision_command("reject", "rejects", "Reject pending action ACTION_ID: it never runs.")
+_decision_command(
+    "approve",
+    "Approve pending action ACTION_ID (as an admin other than its requester): it runs for "
+    "real once it has the approvals its playbook needs.",
+)
+_decision_command("reject", "Reject pending action ACTION_ID: it never runs.")
 
 
 @main.group(invoke_without_command=True)

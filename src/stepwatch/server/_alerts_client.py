@@ -99,14 +99,9 @@ class AlertsClient:
         return list(self._call("GET", "/api/v1/alerts/groups", params=params))
 
     def add_silence(
-        self, matchers: Sequence[str], duration_s: float, comment: str = "", created_by: str = ""
+        self, matchers: Sequence[str], duration_s: float, comment: str = ""
     ) -> dict[str, Any]:
-        body = {
-            "matchers": list(matchers),
-            "duration_s": duration_s,
-            "comment": comment,
-            "created_by": created_by,
-        }
+        body = {"matchers": list(matchers), "duration_s": duration_s, "comment": comment}
         return dict(self._call("POST", "/api/v1/silences", json=body))
 
     def silences(self, include_ended: bool = False) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from ._jsonio import JSON, error_response
 from ._notifications import Notifications
 from ._query import query_router
 from ._runs import runs_router
+from ._scope import Scope
 from ._session_api import session_router
 from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
@@ -126,11 +127,20 @@ def create_app(
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
     rules = rules or RuleFiles(base=builtin_rules())
+    scope = Scope(store)  # projects are tenants: every route below sees only the caller's
     detection = Detection(
-        store, writer, rules, lateness_s=lateness_s, clock=clock, playbooks=playbooks
+        store,
+        writer,
+        rules,
+        lateness_s=lateness_s,
+        clock=clock,
+        playbooks=playbooks,
+        project_of=scope.project_of,
     )
     writer.on_commit.append(detection.live.feed)
-    notifications = Notifications(notify, detection.live, detection.log.record, clock)
+    notifications = Notifications(
+        notify, detection.live, detection.log.record, clock, scope.project_of
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -170,15 +180,15 @@ def create_app(
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, store, max_body_bytes, clock))
-    include(app, dashboard_router(store))  # before runs: /runs/summary is no run id
-    include(app, stream_router(streams))
-    include(app, runs_router(store, clock, detection.finish_run))
-    include(app, commands_router(detection.commands, store, detection.log))
-    include(app, alerts_router(detection))
+    include(app, ingest_router(writer, max_body_bytes, clock, scope))
+    include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
+    include(app, stream_router(streams, scope))
+    include(app, runs_router(scope, clock, detection.finish_run))
+    include(app, commands_router(detection.commands, scope, detection.log))
+    include(app, alerts_router(detection, scope))
     include(app, silences_router(detection.silences))
-    include(app, actions_router(detection.remediation))
-    include(app, audit_router(store))
-    include(app, query_router(store))
+    include(app, actions_router(detection.remediation, scope))
+    include(app, audit_router(scope))
+    include(app, query_router(scope))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

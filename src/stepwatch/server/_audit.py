@@ -9,12 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..act import AUDIT_EVENT, AuditRecord
-from ..auth import Permission
 from ..model import Event
-from ..store import Store
-from ._auth import need
+from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
+from ._scope import Scope
 
 __all__ = ["audit_json", "audit_router"]
 
@@ -39,12 +38,15 @@ def audit_json(event: Event, record: AuditRecord) -> dict[str, object]:
     )
 
 
-def audit_router(store: Store) -> APIRouter:
-    """``GET /api/v1/audit`` over the store's audit events."""
-    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
+def audit_router(scope: Scope) -> APIRouter:
+    """``GET /api/v1/audit`` over the store's audit events of the caller's projects (records
+    of no run, such as token changes, are for identities of every project)."""
+    router = APIRouter(prefix="/api/v1")
+    store = scope.store
 
     @router.get("/audit")
     def audit(
+        who: Reader,
         run: str | None = None,
         action: str | None = None,
         kind: str | None = None,
@@ -57,7 +59,11 @@ def audit_router(store: Store) -> APIRouter:
             raise ApiError(400, "since must be a finite number of seconds")
         filtered = action is not None or kind is not None
         events = store.records(
-            run=run, kind=AUDIT_EVENT, start=since, limit=HISTORY if filtered else limit
+            run=run,
+            kind=AUDIT_EVENT,
+            start=since,
+            limit=HISTORY if filtered else limit,
+            runs=scope.runs_of(who),
         )
         out = []
         for event in reversed(events):

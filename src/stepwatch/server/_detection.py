@@ -72,6 +72,7 @@ class Detection:
         lateness_s: data time the member-comparing rules wait for late samples.
         clock: wall time for silences and acks.
         playbooks: the remediations alerts and people may run (none by default).
+        project_of: the project of a run (silences match an alert's ``project``).
     """
 
     def __init__(
@@ -83,10 +84,11 @@ class Detection:
         lateness_s: float = 2.0,
         clock: Callable[[], float],
         playbooks: Playbooks | None = None,
+        project_of: Callable[[str | None], str | None] = lambda run: None,
     ) -> None:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
-        self.silences = SilenceBook(self.log.write, clock)
+        self.silences = SilenceBook(self.log.write, clock, project_of)
         self.silences.restore(
             store.records(kind=SILENCE_EVENT, limit=HISTORY)
             + store.records(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from ..auth import Identity
 from ..model import SampleBatch, check_producer_batch
 from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
 from ._auth import Ingester
 from ._errors import ApiError
 from ._jsonio import JSON
+from ._scope import Scope
 from ._writer import GroupWriter, WriterClosed
 
 __all__ = ["ingest_router"]
@@ -45,11 +47,25 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def check_runs(scope: Scope, who: Identity, batch: SampleBatch) -> None:
+    """A token of some projects writes only data of their runs; data of no run (a node's
+    host metrics) only a token of every project does. Checked before anything is stored."""
+    if who.projects is None:
+        return
+    runs = {k.label("run") for k in batch.keys} | {e.labels.get("run") for e in batch.events}
+    mine = ", ".join(sorted(who.projects))
+    for run in sorted(runs, key=lambda r: r or ""):
+        if run is None:
+            raise ApiError(403, f"{who.name} writes only data with a run of its projects ({mine})")
+        if not who.sees(scope.project_of(run)):
+            raise ApiError(403, f"{who.name} may not write run {run!r}: not a run of {mine}")
+
+
 def ingest_router(
-    writer: GroupWriter, store: Store, max_body_bytes: int, clock: Callable[[], float]
+    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float], scope: Scope
 ) -> APIRouter:
-    """The ingest route, bound to its writer, the store (sources' owners), size limit and clock
-    (default timestamps of JSON)."""
+    """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON);
+    ``scope`` says which runs a token may write (and holds the store: sources' owners)."""
     router = APIRouter()
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
@@ -64,7 +80,7 @@ def ingest_router(
         return batch
 
     @router.post("/api/v1/ingest")
-    async def ingest(request: Request, who: Ingester) -> JSON:
+    async def ingest(who: Ingester, request: Request) -> JSON:
         """Store one batch; answer only after it is committed (or known to be a duplicate)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type not in (BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE):
@@ -74,7 +90,8 @@ def ingest_router(
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
             )
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
-        await _check_owner(store, batch.source, who.name)
+        check_runs(scope, who, batch)  # runs' projects are remembered: no query per batch
+        await _check_owner(scope.store, batch.source, who.name)
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries

@@ -29,19 +29,25 @@ MAX_STREAMS = 256
 P = TypeVar("P")
 
 
+def _every(run: str | None) -> bool:
+    return True
+
+
 @dataclass(eq=False, slots=True)
 class Subscriber(Generic[P]):
-    """One open stream: its run (None: all), what it has not been sent, and its wake-up."""
+    """One open stream: its run (None: all), what it has not been sent, and its wake-up;
+    ``allowed`` says which runs its caller may hear of (its projects)."""
 
     run: str | None
     pending: P
     loop: asyncio.AbstractEventLoop
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    allowed: Callable[[str | None], bool] = _every
 
     def wants(self, run: str | None) -> bool:
         """Whether news of ``run`` is for this stream."""
-        return self.run is None or self.run == run
+        return (self.run is None or self.run == run) and self.allowed(run)
 
 
 class SubscriberHub(Generic[P]):
@@ -108,7 +114,9 @@ class SubscriberHub(Generic[P]):
             found, sub.pending = sub.pending, self._empty()
             return found, sub.closed
 
-    def response(self, run: str | None) -> StreamingResponse:
+    def response(
+        self, run: str | None, allowed: Callable[[str | None], bool] = _every
+    ) -> StreamingResponse:
         """The HTTP response of one stream, unbuffered by proxies; 503 when too many are open."""
         if len(self._subs) >= self._max_streams:
             raise ApiError(
@@ -117,14 +125,16 @@ class SubscriberHub(Generic[P]):
                 {"Retry-After": "5"},
             )
         return StreamingResponse(
-            self.events(run),
+            self.events(run, allowed),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def events(self, run: str | None) -> AsyncIterator[str]:
+    async def events(
+        self, run: str | None, allowed: Callable[[str | None], bool] = _every
+    ) -> AsyncIterator[str]:
         """The text of one SSE stream: what publishers folded in, heartbeat comments."""
-        sub = Subscriber(run, self._empty(), asyncio.get_running_loop())
+        sub = Subscriber(run, self._empty(), asyncio.get_running_loop(), allowed=allowed)
         with self._lock:
             if self._closed:
                 return

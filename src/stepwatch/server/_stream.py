@@ -14,9 +14,9 @@ import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from ..auth import Permission
 from ..model import SampleBatch
-from ._auth import need
+from ._auth import Reader
+from ._scope import Scope
 from ._sse import MAX_STREAMS, Subscriber, SubscriberHub
 
 __all__ = ["Change", "StreamHub", "changes", "stream_router"]
@@ -101,13 +101,14 @@ def _render(found: Changes) -> str:
     return "".join(parts)
 
 
-def stream_router(hub: StreamHub) -> APIRouter:
-    """``GET /api/v1/stream?run=``: server-sent events as new data of the run is committed."""
-    router = APIRouter(dependencies=[need(Permission.READ)])
+def stream_router(hub: StreamHub, scope: Scope) -> APIRouter:
+    """``GET /api/v1/stream?run=``: server-sent events as new data of the run is committed
+    (of the caller's projects only)."""
+    router = APIRouter()
 
     @router.get("/api/v1/stream")
-    async def stream(run: str | None = None) -> StreamingResponse:
+    async def stream(who: Reader, run: str | None = None) -> StreamingResponse:
         """``event: data`` {run, ts} on new samples, ``event: events`` {run, kinds} on events."""
-        return hub.response(run)
+        return hub.response(run, scope.hears(who))
 
     return router

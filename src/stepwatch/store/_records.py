@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -96,14 +96,18 @@ def records(
     start: float | None,
     end: float | None,
     limit: int,
+    runs: Collection[str] | None = None,
 ) -> list[Event]:
-    """The newest ``limit`` matching records, oldest first (in the order they were written)."""
+    """The newest ``limit`` matching records, oldest first (in the order they were written);
+    ``runs`` keeps only records of those runs."""
+    among = None if runs is None else sorted(runs)
     rows = cur.execute(
         """SELECT ts, kind, text, labels, data FROM records
         WHERE (? IS NULL OR run = ?) AND (? IS NULL OR kind = ?)
           AND (? IS NULL OR ts >= ?) AND (? IS NULL OR ts <= ?)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
         ORDER BY seq DESC LIMIT ?""",
-        [run, run, kind, kind, start, start, end, end, limit],
+        [run, run, kind, kind, start, start, end, end, among, among, limit],
     ).fetchall()
     return [
         Event(ts, kind, text, json.loads(labels), json.loads(data))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,7 +27,7 @@ from . import (
     _summary,
     _tokens,
 )
-from ._catalogue import Catalogue, SeriesInfo
+from ._catalogue import Catalogue, LabelMatch, SeriesInfo
 from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
@@ -243,10 +243,12 @@ class Store:
         start: float | None = None,
         end: float | None = None,
         limit: int = 1000,
+        runs: Collection[str] | None = None,
     ) -> list[Event]:
-        """The newest ``limit`` events matching the filters, oldest first."""
+        """The newest ``limit`` events matching the filters, oldest first; ``runs`` keeps only
+        events of those runs (a caller's projects)."""
         with self._txn() as cur:
-            return _runs.events(cur, run, kind, start, end, limit)
+            return _runs.events(cur, run, kind, start, end, limit, runs)
 
     def records(
         self,
@@ -255,11 +257,12 @@ class Store:
         start: float | None = None,
         end: float | None = None,
         limit: int = 1000,
+        runs: Collection[str] | None = None,
     ) -> list[Event]:
         """The newest ``limit`` of the collector's own records matching the filters, oldest
-        first; nothing ingested is ever among them."""
+        first; nothing ingested is ever among them; ``runs`` as in ``events``."""
         with self._txn() as cur:
-            return _records.records(cur, run, kind, start, end, limit)
+            return _records.records(cur, run, kind, start, end, limit, runs)
 
     def record_head(self) -> Head:
         """The last record's seq and hash (seq 0 and the genesis hash while there is none)."""
@@ -299,9 +302,7 @@ class Store:
 
     # ---- series queries -----------------------------------------------------------------
 
-    def series(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
-    ) -> list[SeriesInfo]:
+    def series(self, name: str | None = None, match: LabelMatch | None = None) -> list[SeriesInfo]:
         """Stored series with this name (any if None) whose labels equal ``match``."""
         return self._cat.select(name, match)
 
@@ -332,7 +333,7 @@ class Store:
     def downsample_many(
         self,
         name: str | Sequence[str] | None,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -355,7 +356,7 @@ class Store:
     def percentiles(
         self,
         name: str,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -378,7 +379,7 @@ class Store:
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
 
     def latest(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
+        self, name: str | None = None, match: LabelMatch | None = None
     ) -> list[tuple[SeriesKey, float, int, float]]:
         """(key, ts, step, value) of the newest sample of each matching series that has one."""
         cat = self._cat

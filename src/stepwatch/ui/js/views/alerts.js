@@ -120,9 +120,9 @@ export async function render(root, ctx) {
       const duration = el("select", { "aria-label": "silence for" }, SILENCE_DURATIONS.map(([t, s]) => el("option", { value: s, text: t })));
       actions.append(
         comment,
-        el("button", { type: "button", dataset: { action: "ack" }, disabled: a.acked || undefined, onclick: () => act(() => api(`/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST", body: { by: "dashboard", comment: comment.value } })) }, a.acked ? "Acknowledged" : "Acknowledge"),
+        el("button", { type: "button", dataset: { action: "ack" }, disabled: a.acked || undefined, onclick: () => act(() => api(`/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST", body: { comment: comment.value } })) }, a.acked ? "Acknowledged" : "Acknowledge"),
         el("label", {}, "Silence", duration),
-        el("button", { type: "button", dataset: { action: "silence" }, onclick: () => act(() => api("/silences", { method: "POST", body: { matchers: matchers(a), duration_s: Number(duration.value), comment: comment.value, created_by: "dashboard" } })) }, "Silence " + matchers(a).join(", ")),
+        el("button", { type: "button", dataset: { action: "silence" }, onclick: () => act(() => api("/silences", { method: "POST", body: { matchers: matchers(a), duration_s: Number(duration.value), comment: comment.value } })) }, "Silence " + matchers(a).join(", ")),
       );
     }
     actions.append(el("a", { href: `#/logs?run=${encodeURIComponent(run)}&at=${when}` + (a.labels && a.labels.node ? "&node=" + encodeURIComponent(a.labels.node) : "") }, "Logs around this time"));
