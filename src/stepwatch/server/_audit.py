@@ -80,10 +80,12 @@ def audit_router(scope: Scope) -> APIRouter:
         return JSON(out)
 
     @router.get("/audit/head")
-    def head() -> JSON:
+    def head(who: Reader) -> JSON:
         """The head of the hash chain over the collector's records (audit included): write
         it down elsewhere, and ``stepwatch audit verify`` shows later whether the store still
-        leads to it."""
+        leads to it. The chain spans every project, so only tokens of every project read it."""
+        if who.projects is not None:
+            raise ApiError(403, f"{who.name}: the head of the chain is for tokens of every project")
         found = store.record_head()
         return JSON({"seq": found.seq, "hash": found.hash})
 
