@@ -168,7 +168,10 @@ def test_no_secret_in_any_response_log_line_or_stored_record(
     leaks += _leaks("the collector's log", collector.log(), secrets)
     with Store(collector.store_path) as store:
         stored = json.dumps(
-            [[e.kind, e.text, e.labels, e.data] for e in store.events(limit=100_000)]
+            [
+                [e.kind, e.text, e.labels, e.data]
+                for e in store.events(limit=100_000) + store.records(limit=100_000)
+            ]
         )
     assert "notify" in stored
     leaks += _leaks("the store's events", stored, secrets)

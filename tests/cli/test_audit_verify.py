@@ -25,7 +25,7 @@ def audited(module_collector_factory: Any) -> tuple[Any, str]:
     collector = module_collector_factory()
     httpx.post(f"{collector.url}/api/v1/runs", json={"id": "r1"}).raise_for_status()
     for i in range(5):
-        body = {"action": "checkpoint", "by": "ops", "reason": f"number {i}"}
+        body = {"action": "checkpoint", "reason": f"number {i}"}
         httpx.post(f"{collector.url}/api/v1/runs/r1/commands", json=body).raise_for_status()
     shown = _cli("audit", "--server", collector.url)
     assert shown.exit_code == 0, shown.output
@@ -61,7 +61,8 @@ def test_an_intact_store_verifies_and_leads_to_the_head_audit_showed(
 def test_an_edited_audit_record_is_named(store: Path) -> None:
     seq = _audit_seqs(store)[1]
     with duckdb.connect(str(store)) as con:
-        con.execute("UPDATE records SET data = replace(data, 'ops', 'nobody') WHERE seq = ?", [seq])
+        edit = "UPDATE records SET data = replace(data, 'pending', 'ok') WHERE seq = ?"
+        con.execute(edit, [seq])
     result = _cli("audit", "verify", "--store", str(store))
     assert result.exit_code == 1
     assert result.output == (

@@ -113,9 +113,9 @@ def _settled(api: httpx.Client, eventually: Any, loss_doc: Any) -> None:
     _ok(api.post("/api/v1/runs", json={"id": "r1", "start": T0}))
     _ok(api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, "NaN"], T0)))
     assert eventually(lambda: api.get("/api/v1/alerts", params={"state": "all"}).json())
-    silence = {"matchers": ["node=n9"], "duration_s": 3600, "created_by": "ops"}
+    silence = {"matchers": ["node=n9"], "duration_s": 3600}
     _ok(api.post("/api/v1/silences", json=silence), 201)
-    _ok(api.post("/api/v1/runs/r1/commands", json={"action": "checkpoint", "by": "ops"}), 201)
+    _ok(api.post("/api/v1/runs/r1/commands", json={"action": "checkpoint"}), 201)
 
 
 @pytest.fixture
@@ -165,10 +165,10 @@ def _still_writes_its_own_records(
 ) -> None:
     """A silence set through the API is listed; a dry run of the playbook (which the runner
     takes after anything a previous life left queued) is audited, and only it ran."""
-    silence = {"matchers": ["node=n8"], "duration_s": 3600, "created_by": "ops"}
+    silence = {"matchers": ["node=n8"], "duration_s": 3600}
     made = _ok(api.post("/api/v1/silences", json=silence), 201)
     assert made["id"] in [s["id"] for s in _ok(api.get("/api/v1/silences"))]
-    body = {"playbook": "wipe", "labels": {"node": "n1"}, "by": "ops", "dry_run": True}
+    body = {"playbook": "wipe", "labels": {"node": "n1"}, "dry_run": True}
     action = _ok(api.post("/api/v1/actions", json=body))
     done = eventually(lambda: _ran(api, action["id"]))
     assert (done["state"], done["dry_run"]) == ("ok", True)
