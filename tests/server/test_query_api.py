@@ -172,6 +172,12 @@ def test_a_series_without_data_in_range_is_empty(api: httpx.Client) -> None:
             400,
             "start must be a finite number",
         ),
+        (  # finite, but its buckets would overflow 64-bit integers
+            "/api/v1/query/downsample",
+            {"series": 0, "start": -1e308, "end": 1e308},
+            400,
+            "start must be a finite number of seconds within",
+        ),
         ("/api/v1/query/percentiles", {"name": "x", "q": "0.5,2"}, 400, "outside [0, 1]"),
         ("/api/v1/query/percentiles", {"name": "x", "q": "median"}, 400, "q must be"),
         ("/api/v1/query/percentiles", {}, 400, "name: Field required"),

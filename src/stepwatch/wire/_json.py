@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..model import NO_STEP, SampleBatch, SeriesKey
-from ._binary import event_from_dict
+from ..model import MAX_ABS_TS_S as _TS
+from ..model import MAX_INT64, NO_STEP, SampleBatch, SeriesKey, is_timestamp
+from ._binary import event_from_dict, is_count
 from ._errors import WireError
 
 CONTENT_TYPE = "application/json"
@@ -36,7 +37,10 @@ def parse_value(raw: Any, where: str) -> float:
     if isinstance(raw, bool):
         raise WireError(f"{where}: value must be a number, got a boolean")
     if isinstance(raw, (int, float)):
-        return float(raw)
+        try:
+            return float(raw)
+        except OverflowError:
+            raise WireError(f"{where}: value is an integer too large for a float") from None
     if isinstance(raw, str) and raw.lower() in _SPECIAL:
         return _SPECIAL[raw.lower()]
     raise WireError(f"{where}: value must be a number or 'NaN'/'Inf'/'-Inf', got {raw!r:.40}")
@@ -66,8 +70,8 @@ def decode_json(body: bytes, now: Callable[[], float] = time.time) -> SampleBatc
     source, seq = doc.get("source"), doc.get("seq")
     if not isinstance(source, str) or not source:
         raise WireError("field 'source' must be a non-empty string")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise WireError("field 'seq' must be a non-negative integer")
+    if not is_count(seq):
+        raise WireError(f"field 'seq' must be a non-negative integer up to {MAX_INT64}")
     samples, events = doc.get("samples", []), doc.get("events", [])
     if not isinstance(samples, list) or not isinstance(events, list):
         raise WireError("fields 'samples' and 'events' must be lists")
@@ -91,13 +95,13 @@ def decode_json(body: bytes, now: Callable[[], float] = time.time) -> SampleBatc
             raise WireError(f"{where}: missing 'value'")
         value[i] = parse_value(s["value"], where)
         t = s.get("ts", default_ts)
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            raise WireError(f"{where}: 'ts' must be a finite number of seconds")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not is_timestamp(t):
+            raise WireError(f"{where}: 'ts' must be a finite number of seconds within ±{_TS:g}")
         ts[i] = t
         st = s.get("step")
         if st is not None:
-            if isinstance(st, bool) or not isinstance(st, int) or st < 0:
-                raise WireError(f"{where}: 'step' must be a non-negative integer")
+            if not is_count(st):
+                raise WireError(f"{where}: 'step' must be a non-negative integer up to {MAX_INT64}")
             step[i] = st
     batch = SampleBatch(
         source, seq, list(index), series, ts, step, value, [event_from_dict(e) for e in events]
