@@ -21,7 +21,7 @@ from ..act import (
 )
 from ..auth import Permission
 from ._auth import need
-from ._errors import ApiError
+from ._errors import ApiError, error_responses
 from ._jsonio import JSON, clean
 
 __all__ = ["actions_router"]
@@ -123,7 +123,7 @@ class _Actions:
 def actions_router(remediation: Remediation) -> APIRouter:
     """The actions and playbooks routes over ``remediation``."""
     actions = _Actions(remediation)
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", responses=error_responses(409))
     read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
     router.add_api_route("/playbooks", actions.playbooks, methods=["GET"], dependencies=read)
     router.add_api_route("/actions", actions.list_actions, methods=["GET"], dependencies=read)

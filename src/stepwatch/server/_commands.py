@@ -13,7 +13,7 @@ from ..auth import Permission
 from ..model import Run, RunStatus
 from ..store import Store
 from ._auth import need
-from ._errors import ApiError
+from ._errors import ApiError, error_responses
 from ._event_log import EventLog
 from ._jsonio import JSON
 
@@ -107,7 +107,7 @@ class _Commands:
 def commands_router(book: CommandBook, store: Store, log: EventLog) -> APIRouter:
     """The command routes of every run."""
     commands = _Commands(book, store, log)
-    router = APIRouter(prefix="/api/v1/runs/{run_id}/commands")
+    router = APIRouter(prefix="/api/v1/runs/{run_id}/commands", responses=error_responses(409))
     operate, write = [need(Permission.OPERATE)], [need(Permission.WRITE)]
     polls = [need(Permission.WRITE, Permission.READ)]  # the run's SDK, and people looking
     router.add_api_route(
