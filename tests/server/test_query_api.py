@@ -158,6 +158,7 @@ def test_a_series_without_data_in_range_is_empty(api: httpx.Client) -> None:
         ("/api/v1/query/raw", {"series": "abc"}, 400, "series: Input should be a valid integer"),
         ("/api/v1/query/raw", {}, 400, "series: Field required"),
         ("/api/v1/query/raw", {"series": 0, "limit": 0}, 400, "limit:"),
+        ("/api/v1/query/raw", {"series": 0, "limit": 2**63}, 400, "limit:"),  # beyond 64 bits
         ("/api/v1/query/raw", {"series": 0, "start": 5, "end": 1}, 400, "is before start"),
         ("/api/v1/query/downsample", {"series": 0, "points": 0}, 400, "points must be between"),
         (

@@ -68,6 +68,7 @@ def test_missing_ts_takes_the_arrival_time() -> None:
         (_body([{"name": "x", "value": 1, "ts": 1e300}]), r"'ts' must be .* within ±1e\+11"),
         (_body([{"name": "x", "value": 1, "ts": 10**400}]), "'ts' must be a finite number"),
         (_body([{"name": "x", "value": 10**400}]), "too large for a float"),
+        (_body([{"name": "x", "value": 1, "labels": "run=r"}]), "'labels' must be an object"),
         (_body([], events=[{"ts": 10**400, "kind": "k"}]), "event field 'ts' must be a finite"),
         (b'{"source": "s", "seq": 1, "events": [{"ts": NaN, "kind": "k"}]}', "event field 'ts'"),
     ],

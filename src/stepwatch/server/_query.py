@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Query
 
 from ..auth import Permission
+from ..model import MAX_INT64
 from ..store import SeriesInfo, Store
 from ..wire import json_number
 from ._auth import need
@@ -19,7 +20,7 @@ from ._params import points as check_points
 __all__ = ["query_router"]
 
 Labels = Annotated[list[str] | None, Query(description="label filter key:value, repeatable")]
-Limit = Annotated[int | None, Query(ge=1)]
+Limit = Annotated[int | None, Query(ge=1, le=MAX_INT64)]
 
 
 def _series_json(info: SeriesInfo) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import struct
 import sys
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -173,7 +173,7 @@ def _header_fields(header: Any) -> tuple[str, int, int, list[Any], list[Any]]:
     return source, seq, n, keys, events
 
 
-def is_count(raw: Any) -> bool:
+def is_count(raw: Any) -> TypeGuard[int]:
     """A JSON integer that the store's 64-bit columns hold, and no negative one (seq, step)."""
     return isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= MAX_INT64
 
