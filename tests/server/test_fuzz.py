@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
+from conftest import Collector, CollectorFactory
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import APIOperation, Case, GenerationMode
@@ -22,8 +23,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
-from tests.conftest import Collector, CollectorFactory
 
 #: Each role's token over the project "default"; None sends no token at all.
 ROLES = ("ingest", "viewer", "operator", "admin", None)
