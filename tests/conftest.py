@@ -19,6 +19,9 @@ from typing import IO, Any
 
 import httpx
 import pytest
+from _certs import Certs, make_certs
+
+from stepwatch.spool import ClientTls
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
@@ -60,6 +63,8 @@ class Collector:
     log_path: Path
     auth: bool = False
     extra_args: tuple[str, ...] = ()
+    #: How clients reach it over TLS (None: plain HTTP); start it with the --tls-* extra_args.
+    tls: ClientTls | None = None
     proc: subprocess.Popen[bytes] | None = None
     #: With ``auth``: the admin token of every project (what ``headers`` sends).
     token: str | None = None
@@ -69,7 +74,7 @@ class Collector:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def headers(self) -> dict[str, str]:
@@ -113,9 +118,12 @@ class Collector:
     def _wait_ready(self) -> None:
         assert self.proc is not None
         deadline = time.monotonic() + READY_TIMEOUT_S
+        verify = self.tls.context() if self.tls else True
         while self.proc.poll() is None and time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/readyz", headers=self.headers, timeout=2).is_success:
+                url, headers = f"{self.url}/readyz", self.headers
+                ready = httpx.get(url, headers=headers, timeout=2, verify=verify)
+                if ready.is_success:
                     return
             except httpx.TransportError:
                 pass
@@ -162,11 +170,16 @@ class _Collectors:
         self.base = base
         self.started: list[Collector] = []
 
-    def start(self, auth: bool = False, extra_args: tuple[str, ...] = ()) -> Collector:
+    def start(
+        self,
+        auth: bool = False,
+        extra_args: tuple[str, ...] = (),
+        tls: ClientTls | None = None,
+    ) -> Collector:
         home = self.base / f"collector{len(self.started)}"
         home.mkdir()
         collector = Collector(
-            home / "store.duckdb", free_port(), home / "collector.log", auth, extra_args
+            home / "store.duckdb", free_port(), home / "collector.log", auth, extra_args, tls
         )
         self.started.append(collector)
         collector.start()
@@ -194,6 +207,20 @@ def module_collector_factory(
     collectors = _Collectors(tmp_path_factory.mktemp("collectors"))
     yield collectors.start
     collectors.stop_all()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A CA, the collector's and a client's certificates, and an unrelated CA, made now."""
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def tls_server(collector_factory: CollectorFactory, certs: Certs) -> Collector:
+    """A running collector serving HTTPS with the ``certs`` CA's certificate (``.url``,
+    ``.tls``: what a client trusts it with)."""
+    tls_args = ("--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key))
+    return collector_factory(extra_args=tls_args, tls=ClientTls(ca_file=certs.ca))
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
 """`stepwatch actions` and `stepwatch audit` against a real collector started with --playbooks
-and a token: request, list, approve, reject, and the audit trail of each step."""
+and tokens: request, list, approve (by another admin), reject, and the audit trail of each step."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import sys
@@ -39,11 +38,23 @@ def collector(collector_factory: Any, tmp_path: Path, out: Path) -> Any:
     playbooks.write_text(
         f"playbooks:\n  - name: cordon\n    kind: command\n    argv: {argv}\n    dry_run: false\n"
     )
-    return collector_factory(auth=True, extra_args=("--playbooks", str(playbooks)))
+    collector = collector_factory(auth=True, extra_args=("--playbooks", str(playbooks)))
+    run = {"id": "r1", "project": "default"}
+    assert httpx.post(f"{collector.url}/api/v1/runs", json=run, headers=collector.headers)
+    return collector
 
 
-def _client(collector: Any, *args: str) -> Result:
-    return _cli(*args, "--server", collector.url, "--token", collector.token)
+def _client(collector: Any, *args: str, role: str | None = None) -> Result:
+    """The command as the admin of every project, or as the ``role`` token of ``default``."""
+    token = collector.token if role is None else collector.tokens[role, "default"]
+    return _cli(*args, "--server", collector.url, "--token", token)
+
+
+def _actor(collector: Any, name: str) -> str:
+    """How audit records name the token called ``name``."""
+    tokens = httpx.get(f"{collector.url}/api/v1/tokens", headers=collector.headers).json()
+    (token,) = [t for t in tokens if t["name"] == name]
+    return f"{name} ({token['id']})"
 
 
 def _requested(result: Result) -> str:
@@ -71,22 +82,25 @@ def _state(collector: Any, action_id: str) -> dict[str, Any]:
 def test_approve_and_reject_from_the_command_line(collector: Any, out: Path) -> None:
     first = _requested(_client(collector, "actions", "run", "cordon", "node=n1", "run=r1"))
     second = _requested(
-        _client(collector, "actions", "run", "cordon", "node=n2", "run=r1", "--by", "dave")
+        _client(collector, "actions", "run", "cordon", "node=n2", "run=r1", role="operator")
     )
     listed = _client(collector, "actions", "list", "--state", "pending")
     assert listed.exit_code == 0, listed.output
     assert "2 actions" in listed.output and first in listed.output and second in listed.output
 
-    approved = _client(collector, "actions", "approve", first, "--by", "bob")
-    assert approved.exit_code == 0 and f"action {first} queued by bob" in approved.output
+    own = _client(collector, "actions", "approve", first)  # its requester
+    assert own.exit_code == 1 and "another identity must approve it" in own.output
+    bob, carol = _actor(collector, "admin-default"), _actor(collector, "operator-default")
+    approved = _client(collector, "actions", "approve", first, role="admin")
+    assert approved.exit_code == 0 and f"action {first} queued by {bob}" in approved.output
     assert _state(collector, first)["state"] == "ok"
     assert json.loads(out.read_text()) == ["cordon", "n1"]
-    rejected = _client(collector, "actions", "reject", second, "--by", "carol", "--comment", "no")
-    assert rejected.exit_code == 0 and f"action {second} rejected by carol" in rejected.output
+    rejected = _client(collector, "actions", "reject", second, "--comment", "no", role="operator")
+    assert rejected.exit_code == 0 and f"action {second} rejected by {carol}" in rejected.output
     assert _state(collector, second)["state"] == "rejected"
     assert json.loads(out.read_text()) == ["cordon", "n1"]  # the rejected one never ran
 
-    twice = _client(collector, "actions", "approve", second, "--by", "bob")
+    twice = _client(collector, "actions", "approve", second, role="admin")
     assert twice.exit_code == 1 and "HTTP 409" in twice.output and "not pending" in twice.output
     done = _client(collector, "actions", "list", "--run", "r1")
     assert "ok, exit 0" in done.output and "rejected" in done.output
@@ -108,7 +122,7 @@ def test_approve_and_reject_from_the_command_line(collector: Any, out: Path) -> 
     (row,) = [line for line in approvals.output.splitlines() if "reject cordon" in line]
     assert _cells(row)[1:] == [
         "approval",
-        "carol",
+        carol,
         "reject cordon",
         "rejected",
         "node=n2 run=r1",
@@ -124,15 +138,16 @@ def test_actions_show_tells_the_whole_story(collector: Any) -> None:
     assert lines[0] == f"action {first}: cordon on node=n1 run=r1"
     assert lines[1] == "state:     pending"
     assert lines[2].startswith("command:   ") and lines[2].endswith(" cordon n1")
-    assert re.fullmatch(rf"requested: by {getpass.getuser()}, .+ \((now|\d+s ago)\)", lines[3])
+    root = re.escape(_actor(collector, "root"))
+    assert re.fullmatch(rf"requested: by {root}, .+ \((now|\d+s ago)\)", lines[3])
     assert lines[4] == f"decided:   not yet: stepwatch actions approve {first} (or reject)"
     assert lines[-2:] == ["stdout: (nothing)", "stderr: (nothing)"]
 
-    _client(collector, "actions", "approve", first, "--by", "bob", "--comment", "drain first")
+    _client(collector, "actions", "approve", first, "--comment", "drain first", role="admin")
     assert _state(collector, first)["state"] == "ok"
     done = _client(collector, "actions", "show", first).output.splitlines()
     assert re.fullmatch(r"state:     ok, exit 0 after \d+\.\d\d s", done[1]), done[1]
-    assert done[4] == "decided:   by bob: drain first"
+    assert done[4] == f"decided:   by {_actor(collector, 'admin-default')}: drain first"
     assert done[-4:] == ["stdout, its end:", "  cordoned n1", "stderr, its end:", "  careful"]
     unknown = _client(collector, "actions", "show", "0123456789abcdef")
     assert unknown.exit_code == 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ._tls import tls_hint
+
 __all__ = ["format_duration", "plural", "unreachable"]
 
 
@@ -16,6 +18,9 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 def unreachable(url: str, error: BaseException) -> str:
     """A collector that does not answer, in words, with what to do about it."""
     reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(error)).lower() or type(error).__name__
+    hint = tls_hint(error, url)
+    if hint is not None:
+        return f"cannot talk to the collector at {url}: {hint} ({reason})"
     return (
         f"cannot reach the collector at {url} ({reason}): start one (stepwatch server) "
         "or name it with --server URL"

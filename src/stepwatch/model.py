@@ -20,15 +20,39 @@ __all__ = [
     "ALIASES",
     "GPU_METRICS",
     "HOST_METRICS",
+    "RECORD_KINDS",
+    "RESERVED_SOURCE_PREFIX",
     "Event",
+    "RecordBatch",
     "Run",
     "RunStatus",
     "SampleBatch",
     "SeriesKey",
     "canonical_name",
+    "check_producer_batch",
     "is_timestamp",
     "validate_label",
 ]
+
+#: Event kinds only the collector writes (alerts, acks, silences, commands and their answers,
+#: actions and their approvals, audit, rule reloads): on ingest they are refused, never stored.
+RECORD_KINDS: frozenset[str] = frozenset(
+    {
+        "alert",
+        "alert_ack",
+        "silence",
+        "silence_expired",
+        "command",
+        "command_ack",
+        "action",
+        "approval",
+        "audit",
+        "rules_loaded",
+        "rules_error",
+    }
+)
+#: Sources under this prefix are the collector's own; no producer may claim one.
+RESERVED_SOURCE_PREFIX = "stepwatch."
 
 #: Step column value meaning "this sample has no optimizer step" (hardware metrics).
 NO_STEP = -1
@@ -202,6 +226,33 @@ class SampleBatch:
             )
         if not 0 <= self.seq <= MAX_INT64:
             raise ValueError(f"seq must be in [0, {MAX_INT64}]")
+
+
+@dataclass(slots=True)
+class RecordBatch(SampleBatch):
+    """The collector's own records: the type, set in code and never decoded from the wire, is
+    what sends them to the store's records table, so no ingested batch can become one."""
+
+    @classmethod
+    def of(cls, source: str, events: list[Event]) -> RecordBatch:
+        empty = np.empty(0, np.float64)
+        return cls(
+            source, 0, [], np.empty(0, np.uint32), empty, np.empty(0, np.int64), empty, events
+        )
+
+
+def check_producer_batch(batch: SampleBatch) -> None:
+    """Raise ValueError, naming it, for a source or an event kind only the collector may use."""
+    if batch.source.startswith(RESERVED_SOURCE_PREFIX):
+        raise ValueError(
+            f"source {batch.source!r} is reserved for the collector "
+            f"(no source may start with {RESERVED_SOURCE_PREFIX!r})"
+        )
+    for event in batch.events:
+        if event.kind in RECORD_KINDS:
+            raise ValueError(
+                f"event kind {event.kind!r} is reserved for the collector's own records"
+            )
 
 
 @dataclass(slots=True)

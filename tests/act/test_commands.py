@@ -112,7 +112,7 @@ def test_the_api_queues_lists_and_takes_answers(server: Any) -> None:
         make_run(client)
         made = client.post(
             "/api/v1/runs/r1/commands",
-            json={"action": "lower_lr", "args": {"factor": 0.25}, "by": "alice"},
+            json={"action": "lower_lr", "args": {"factor": 0.25}},
         )
         assert made.status_code == 201
         command = made.json()

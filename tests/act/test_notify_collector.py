@@ -96,6 +96,37 @@ def test_a_silenced_alert_calls_nobody(
     assert len(hook.wait_for(2, timeout=1.0)) == 1
 
 
+def test_a_route_matches_the_project_of_the_alerts_run(
+    tmp_path: Path, hook: Recorder, loss_doc: Any
+) -> None:
+    notify = tmp_path / "notify.yaml"
+    notify.write_text(
+        "receivers:\n"
+        "  - {name: team, type: webhook, url: " + hook.url + "/team}\n"
+        "  - {name: rest, type: webhook, url: " + hook.url + "/rest}\n"
+        "route:\n"
+        "  receiver: rest\n"
+        "  group_wait: 0s\n"
+        "  routes:\n"
+        "    - {matchers: [project=team], receiver: team, group_wait: 0s}\n"
+    )
+    with ServerThread(tmp_path / "store.duckdb", port=0, notify=notify) as server:
+        for run, project in (("r1", "team"), ("r2", "default")):
+            made = httpx.post(f"{server.url}/api/v1/runs", json={"id": run, "project": project})
+            assert made.status_code == 200, made.text
+        forged = loss_doc(1, "r2", [2.0, "NaN"], T0)
+        for sample in forged["samples"]:
+            sample["labels"]["project"] = "team"  # a label the data carries routes nothing
+        httpx.post(f"{server.url}/api/v1/ingest", json=loss_doc(1, "r1", [2.0, "NaN"], T0))
+        httpx.post(f"{server.url}/api/v1/ingest", json=forged)
+        sent = hook.wait_for(2)
+    got = {r.path: [a["labels"] for a in json.loads(r.body)["alerts"]] for r in sent}
+    assert got == {
+        "/team": [{"run": "r1", "project": "team"}],
+        "/rest": [{"run": "r2", "project": "default"}],
+    }
+
+
 BAD = "receivers:\n  - name: x\n    type: pager\nroute: {receiver: x}\n"
 BAD_AT = "receivers[0].type: unknown receiver type 'pager'"
 

@@ -24,6 +24,7 @@ playbooks:
     playbook: plays/drain.yml
     vars: {reason: "alert on {node}"}
     description: Take the node out of the scheduler.
+    approvals: 2
 """
 
 
@@ -48,6 +49,7 @@ def test_a_playbooks_file_reads_into_its_entries(tmp_path: Path) -> None:
         (("reason", "alert on {node}"),),
     )
     assert (drain.destructive, drain.dry_run, drain.timeout_s) == (True, True, 300.0)
+    assert (restart.approvals, drain.approvals) == (1, 2)
     assert [p.name for p in playbooks.triggered_by("gpu_xid")] == ["restart_gpu_services"]
     assert playbooks.triggered_by("loss_spike") == []
     with pytest.raises(PlaybookError, match="not in the allow-list"):
@@ -85,6 +87,16 @@ def test_a_playbooks_file_reads_into_its_entries(tmp_path: Path) -> None:
             "    kind: command\n    argv: [ls]\n    triggers: [Loss-Spike]",
             "x.yaml:5: playbooks[0].triggers",
             "lower_snake_case",
+        ),
+        (
+            "    kind: command\n    argv: [ls]\n    approvals: 0",
+            "x.yaml:5: playbooks[0].approvals",
+            "at least 1",
+        ),
+        (
+            "    kind: command\n    argv: [ls]\n    approvals: 1.5",
+            "x.yaml:5: playbooks[0].approvals",
+            "whole number",
         ),
         (
             "    kind: command\n    argv: [ls]\n    shell: true",

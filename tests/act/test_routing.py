@@ -131,6 +131,16 @@ HOOK = "receivers:\n  - name: hook\n    type: webhook\n    url: http://h.example
             "n.yaml:4: receivers[0].url: expected an http:// or https:// URL, got 'ftp://x'",
         ),
         (
+            "receivers:\n  - name: x\n    type: slack\n    url: hooks.example/T0/s3cret\n"
+            "route: {receiver: x}\n",
+            "n.yaml:4: receivers[0].url: expected an http:// or https:// URL, got no scheme",
+        ),
+        (
+            "receivers:\n  - name: x\n    type: slack\n    url: ftp://h/T0/s3cret\n"
+            "route: {receiver: x}\n",
+            "n.yaml:4: receivers[0].url: expected an http:// or https:// URL, got 'ftp://h/…'",
+        ),
+        (
             "receivers:\n  - name: x\n    type: webhook\n    url: http://h\n    secret: ${NOPE}\n"
             "route: {receiver: x}\n",
             "n.yaml:5: receivers[0].secret: environment variable NOPE is not set",
@@ -182,6 +192,10 @@ HOOK = "receivers:\n  - name: hook\n    type: webhook\n    url: http://h.example
             "n.yaml:8: route.routes[0].matchers[0]: bad regular expression",
         ),
         (
+            HOOK + "route:\n  receiver: hook\n  routes:\n    - matchers: ['run=~(a)\\1']\n",
+            "n.yaml:8: route.routes[0].matchers[0]: bad regular expression '(a)\\\\1'",
+        ),
+        (
             HOOK + "route:\n  receiver: hook\n  routes:\n    - continue: maybe\n",
             "n.yaml:8: route.routes[0].continue: expected true or false",
         ),
@@ -199,6 +213,7 @@ def test_mistakes_name_the_file_line_and_field(text: str, expected: str) -> None
     with pytest.raises(RuleError) as caught:
         parse_notify_config(text, "n.yaml", {})
     assert str(caught.value).startswith(expected), str(caught.value)
+    assert "s3cret" not in str(caught.value)  # a receiver's URL is shown by its host only
 
 
 def test_every_wrong_receiver_is_reported_in_line_order() -> None:

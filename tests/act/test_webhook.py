@@ -195,6 +195,27 @@ def test_submit_never_waits_on_a_slow_receiver() -> None:
     assert audit.wait_for(1)[0].result == "ok"
 
 
+def test_a_full_outbox_drops_the_new_message_and_audits_it() -> None:
+    audit = Audit()
+    with recording_server(slow=True) as server:
+        hook = WebhookReceiver("hook", server.url, timeout_s=30, retry=FAST)
+        route = Route("hook", group_by=("rank",), group_wait=0.0)
+        notifier = Notifier(NotifyConfig({"hook": hook}, route), audit, max_outbox=2).start()
+        try:
+            notifier.submit(alert(rank="1"))
+            server.wait_for(1)  # stuck on the first message; two more may wait
+            for rank in range(2, 5):
+                notifier.submit(alert(rank=str(rank)))
+            (dropped,) = audit.wait_for(1)
+        finally:
+            assert server.hold is not None
+            server.hold.set()
+            notifier.stop()
+    assert dropped.result == "failed" and dropped.labels == {"run": "r1", "rank": "4"}
+    assert "2 messages already wait" in dropped.detail["errors"][0]
+    assert sorted(r.result for r in audit.wait_for(4)) == ["failed", "ok", "ok", "ok"]
+
+
 def test_slack_gets_text_blocks_and_a_coloured_attachment() -> None:
     alerts = [alert(rank=str(r)) for r in range(12)]
     with recording_server() as server:

@@ -88,6 +88,13 @@ def test_a_port_in_use_is_said_before_the_store_file_is_made(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_allowed_host_that_is_a_url_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    store = tmp_path / "new.duckdb"
+    line = _fails("server", "--store", str(store), "--allowed-host", "https://stepwatch.example/")
+    assert line == ("Error: an allowed host is a name or an address, like stepwatch.example.org")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("program", "code", "said"),
     [

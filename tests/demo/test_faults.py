@@ -302,7 +302,7 @@ def test_the_live_demo_injects_faults_and_the_collector_alerts(tmp_path: Path) -
             node = str(info.key.label("node"))
             last[node] = max(last.get(node, 0.0), float(store.raw(info.id)["ts"].max()))
         assert last["node1"] + 1.0 < last["node0"]  # node1 fell silent at 1 s of 3
-        alerts = store.events(run=summary.run_id, kind=ALERT_EVENT)
+        alerts = store.records(run=summary.run_id, kind=ALERT_EVENT)
     assert any(e.labels.get("node") == "node1" and e.data["kind"] == "log_oom" for e in alerts)
 
 

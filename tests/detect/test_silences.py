@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from stepwatch.detect._silences import Inhibition, Matcher, Silence, inhibited
@@ -52,3 +54,25 @@ def test_node_down_inhibits_that_nodes_stragglers_but_not_others() -> None:
     assert not inhibited("straggler", {"rank": "17"}, down)  # no node: nothing to compare
     custom = [Inhibition("disk_full", frozenset({"checkpoint_slow"}), ("node",))]
     assert inhibited("checkpoint_slow", {"node": "n"}, [("disk_full", {"node": "n"})], custom)
+
+
+def test_a_catastrophic_pattern_matches_a_long_value_at_once() -> None:
+    """``(a+)+$`` backtracks exponentially in Python's ``re``; RE2 answers in linear time."""
+    matcher = Matcher.parse("node=~(a+)+$")
+    found: list[bool] = []
+    worker = threading.Thread(
+        target=lambda: found.append(matcher.matches({"node": "a" * 64 + "!"}))
+    )
+    worker.start()
+    worker.join(timeout=30)
+    assert found == [False]
+    assert Matcher.parse("node=~(a+)+$").matches({"node": "a" * 64})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [(r"(a)\1", "no backreferences"), ("(?=a)", "no lookarounds"), ("a" * 1001, "longer than")],
+)
+def test_patterns_only_backtracking_can_run_are_refused(pattern: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Matcher.parse(f"node=~{pattern}")

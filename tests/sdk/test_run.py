@@ -140,6 +140,8 @@ def test_events_travel_with_the_batch(spooled: Spooled, make_run: MakeRun) -> No
         run.event("checkpoint", bad=object())
     with pytest.raises(TypeError, match="JSON"):
         run.event("checkpoint", bad=math.nan)
+    with pytest.raises(ValueError, match="kind 'alert' is reserved"):
+        run.event("alert", "raised by hand", rule="loader_stall")
     run.finish()
     _, events = spooled(run.spool_dir)
     (event,) = events

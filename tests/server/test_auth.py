@@ -51,6 +51,7 @@ def test_routes_refuse_without_a_valid_token(
 
 def test_an_ingest_token_writes_but_neither_reads_nor_steers(collector: Any) -> None:
     ingest = collector.headers_of("ingest")
+    assert httpx.post(collector.url + "/api/v1/runs", json={"id": "r1"}, headers=ingest).is_success
     body = encode_batch(make_batch(source="auth-ingest"))
     assert httpx.post(collector.url + "/api/v1/ingest", content=body, headers=ingest | SWB).json()[
         "applied"
@@ -191,7 +192,8 @@ def test_a_public_address_turns_auth_on_and_turning_it_off_warns(
 ) -> None:
     with caplog.at_level(logging.WARNING, "stepwatch.server"):
         with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0) as server:
-            assert httpx.get(server.url + "/api/v1/runs").status_code == 401
+            url = server.url.replace("0.0.0.0", "127.0.0.1")
+            assert httpx.get(url + "/api/v1/runs").status_code == 401
         assert not caplog.records
         with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0, auth=False):
             pass

@@ -42,7 +42,8 @@ def test_the_page_loads_with_its_script(client: httpx.Client) -> None:
     assert "javascript" in script.headers["content-type"]
     for use in ("/runs/summary", "/stream", "dataset: { view"):
         assert use in script.text
-    assert "Authorization" in client.get("/ui/js/api.js").text
+    api = client.get("/ui/js/api.js").text  # the session cookie, never a token the page keeps
+    assert "X-CSRF-Token" in api and "Authorization" not in api and "Storage" not in api
     assert "http://" not in script.text and "https://" not in script.text + page.text
 
 

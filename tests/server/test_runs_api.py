@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -74,20 +75,21 @@ def test_finish_sets_status_and_end(client: httpx.Client) -> None:
     assert killed["status"] == "killed" and killed["end"] > 9.5
 
 
-def test_finish_resolves_the_alerts_a_run_raised_itself_and_no_other_run_s(
-    client: httpx.Client,
+def test_finish_resolves_the_run_s_alerts_and_no_other_run_s(
+    client: httpx.Client, eventually: Any, loss_doc: Any
 ) -> None:
-    for run in ("r", "other"):
+    for seq, run in enumerate(("r", "other"), start=1):
         client.post("/api/v1/runs", json={"id": run, "start": 1.0})
-        event = {"ts": 2.0, "kind": "alert", "text": "loader stalled", "labels": {"run": run}}
-        event["data"] = {"rule": "loader_stall"}
-        doc = {"source": f"client-{run}", "seq": 1, "samples": [], "events": [event]}
+        doc = loss_doc(seq, run, [1.0, "NaN"], 1.0)
         assert client.post("/api/v1/ingest", json=doc).status_code == 200
+    assert eventually(
+        lambda: len(client.get("/api/v1/alerts", params={"state": "firing"}).json()) == 2
+    )
     client.post("/api/v1/runs/r/finish", json={"status": "failed", "end": 9.5})
     firing = client.get("/api/v1/alerts", params={"state": "firing"}).json()
     assert [a["labels"]["run"] for a in firing] == ["other"]
     (ended,) = client.get("/api/v1/alerts", params={"state": "resolved"}).json()
-    assert (ended["rule"], ended["ts"], ended["reason"]) == ("loader_stall", 9.5, "run finished")
+    assert (ended["rule"], ended["ts"], ended["reason"]) == ("nonfinite_loss", 9.5, "run finished")
     assert ended["labels"] == {"run": "r"}
 
 

@@ -92,7 +92,9 @@ def test_sigterm_shuts_the_process_down_cleanly(server) -> None:
 def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
         "DEFAULT_MAX_BODY_BYTES",
+        "HostAllowList",
         "ServerThread",
+        "ServerTls",
         "create_app",
         "is_loopback",
         "serve",

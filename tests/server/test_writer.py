@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stepwatch.model import SampleBatch, SeriesKey
-from stepwatch.server._writer import GroupWriter, WriterClosed
+from stepwatch.server._writer import GroupWriter, WriterClosed, WriterFull
 
 
 def batch(source: str, seq: int, n: int = 3) -> SampleBatch:
@@ -135,3 +135,34 @@ def test_restarts_after_stop() -> None:
         assert writer.alive
         assert writer.submit(batch("a", seq)).result(timeout=10) is True
         writer.stop()
+
+
+def test_a_full_queue_refuses_the_batch_until_the_store_catches_up() -> None:
+    store = RecordingStore()
+    writer = GroupWriter(store, max_queued_rows=5)
+    writer.start()
+    held = writer.submit(batch("a", 1))  # taken by the thread, held in apply
+    store.first_call.wait()
+    waiting = writer.submit(batch("a", 2))  # an empty queue takes one batch, however large
+    with pytest.raises(WriterFull, match="queue is full") as refused:
+        writer.submit(batch("a", 3))
+    assert refused.value.retry_after_s >= 1
+    store.release.set()
+    assert held.result(timeout=10) and waiting.result(timeout=10)
+    assert writer.submit(batch("a", 3)).result(timeout=10) is True  # room again
+    writer.stop()
+    assert ("a", 3) in store.calls[-1] and sum(c.count(("a", 3)) for c in store.calls) == 1
+
+
+def test_the_queue_is_bounded_by_batches_too() -> None:
+    store = RecordingStore()
+    writer = GroupWriter(store, max_queued_batches=2)
+    writer.start()
+    writer.submit(batch("a", 1))
+    store.first_call.wait()
+    queued = [writer.submit(batch("b", i, n=0)) for i in range(2)]
+    with pytest.raises(WriterFull):
+        writer.submit(batch("b", 9, n=0))
+    store.release.set()
+    assert [f.result(timeout=10) for f in queued] == [True, True]
+    writer.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from stepwatch.model import Run
-from stepwatch.spool import Backoff, FakeCollector, HttpClient, Sender, Spool
+from stepwatch.spool import REJECTED_DIR, Backoff, FakeCollector, HttpClient, Sender, Spool
 from stepwatch.wire import encode
 
 FAST = Backoff(base_s=0.005, cap_s=0.05)
@@ -95,16 +96,44 @@ def test_a_reply_lost_after_commit_does_not_duplicate_the_batch(
     assert collector.duplicates == 2
 
 
-def test_a_rejected_batch_is_counted_and_stepped_over(
+def test_a_malformed_batch_is_kept_in_rejected_counted_and_stepped_over(
     tmp_path: Path, collector: FakeCollector, caplog: pytest.LogCaptureFixture
 ) -> None:
     collector.faults.reject_seqs = {1}
-    with Spool(tmp_path) as spool:
+    with Spool(tmp_path / "src-a") as spool:
         sender = ship(spool, collector.url, batches=3)
         assert not spool.pending()
     assert seqs(collector) == [0, 2]
     assert sender.stats.rejected == 1
-    assert "rejected by the collector (400)" in caplog.text
+    with Spool(tmp_path / "src-a" / REJECTED_DIR) as rejected:
+        assert [payload for _, payload in rejected.records()] == [batch(1)]
+    assert "rejected by the collector (400: batch 1 rejected" in caplog.text
+    assert f"kept in {tmp_path / 'src-a' / REJECTED_DIR} (1 rejected so far)" in caplog.text
+
+
+def test_every_answer_but_a_malformed_batch_keeps_the_data_until_it_is_delivered_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FakeCollector(token="s3cret") as collector, Spool(tmp_path) as spool:
+        collector.faults.proxy_pages = [502, 504, 413, 400]  # a proxy's pages are not about us
+        collector.faults.statuses = [404, 404, 405, 500, 503, 429, 401, 403]
+        for seq in range(3):
+            spool.append(batch(seq))
+        with caplog.at_level(logging.WARNING, logger="stepwatch.spool"):
+            sender = sender_for(spool, collector.url, token="s3cret")
+            sender.start()
+            assert sender.close(timeout_s=10)
+        assert not (collector.faults.statuses or collector.faults.proxy_pages)
+        assert seqs(collector) == [0, 1, 2] and collector.duplicates == 0
+        assert sender.stats.rejected == 0 and not (tmp_path / REJECTED_DIR).exists()
+    said = [r.getMessage() for r in caplog.records]
+    assert all("stay in the spool and are retried" in line for line in said)
+    for status in (502, 504, 413, 400, 404, 405, 500, 503, 429, 401, 403):
+        assert sum(f" {status}" in line for line in said) >= 1, status
+    assert len(said) == 11  # one line per cause: the 404 twice in a row is said once
+    assert "no such route: is the collector URL right?" in said[4]
+    assert "not the collector's (a proxy?)" in said[0]
+    assert "s3cret" not in caplog.text
 
 
 def test_an_absent_collector_leaves_the_batches_for_the_next_sender(

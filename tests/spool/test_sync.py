@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 
 from stepwatch.model import Run
-from stepwatch.spool import NODE_SPOOL, Backoff, FakeCollector, Spool, sync, write_run
+from stepwatch.spool import NODE_SPOOL, REJECTED_DIR, Backoff, FakeCollector, Spool, sync, write_run
 from stepwatch.wire import encode
 
 STEPS_PER_BATCH = 4
@@ -133,13 +133,40 @@ def test_a_collector_answering_try_later_or_rejecting_is_said_in_words(tmp_path:
         busy = sync(tmp_path, collector.url, timeout_s=0.2, backoff=quick)
         assert (busy.batches, busy.unsent) == (0, 3)
         assert re.fullmatch(
-            rf"sent 0 batches \(0 samples\) of 1 run; 3 batches left: server {collector.url} "
-            r"still failing after \d\.\d s: .*: the collector answered 503 \(try later\)",
+            r"sent 0 batches \(0 samples\) of 1 run; 3 batches left: still failing after \d\.\d s: "
+            rf"the collector at {collector.url} answered 503 \(try later\)",
             busy.describe(),
         ), busy.describe()
         collector.faults.fail_next, collector.faults.reject_seqs = 0, {1}
         picky = sync(tmp_path, collector.url, backoff=quick)
     assert (picky.batches, picky.rejected, picky.unsent, picky.ok) == (2, 1, 0, False)
     assert picky.describe() == (
-        "sent 2 batches (8 samples) of 1 run; 1 batch rejected by the collector (logged above)"
+        "sent 2 batches (8 samples) of 1 run; 1 batch rejected by the collector, kept in rejected/"
     )
+
+
+def test_sync_keeps_a_batch_the_collector_calls_malformed_and_delivers_the_rest(
+    server: Any, tmp_path: Path
+) -> None:
+    write_offline_run(tmp_path, "r-bad", sources=1, batches=3, status="finished")
+    source = tmp_path / "r-bad" / "src-0"
+    with Spool(source) as spool:
+        spool.append(b"not a batch")  # the real collector answers 400 to it
+    result = sync(tmp_path, server.url)
+    assert (result.batches, result.rejected, result.unsent) == (3, 1, 0)
+    assert len(raw(server.url, "r-bad", 0)["step"]) == 3 * STEPS_PER_BATCH
+    with Spool(source / REJECTED_DIR) as rejected:
+        assert [payload for _, payload in rejected.records()] == [b"not a batch"]
+    again = sync(tmp_path, server.url)  # set aside, never sent again, never deleted
+    assert (again.batches, again.rejected, again.unsent) == (0, 0, 0)
+    assert (source / REJECTED_DIR).is_dir()
+
+
+def test_sync_to_a_wrong_url_keeps_everything_and_says_so(server: Any, tmp_path: Path) -> None:
+    write_offline_run(tmp_path, "r-lost", sources=1, batches=2, status="finished")
+    quick = Backoff(base_s=0.01, cap_s=0.05)
+    wrong = sync(tmp_path, f"{server.url}/stepwatch", timeout_s=0.3, backoff=quick)
+    assert (wrong.batches, wrong.rejected, wrong.unsent) == (0, 0, 2)
+    assert "answered 404 (no such route: is the collector URL right?)" in wrong.describe()
+    right = sync(tmp_path, server.url)
+    assert (right.batches, right.rejected, right.unsent) == (2, 0, 0)

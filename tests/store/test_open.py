@@ -20,7 +20,15 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 
 
 def test_public_api() -> None:
-    assert stepwatch.store.__all__ == ["SeriesInfo", "Store", "StoreError"]
+    assert stepwatch.store.__all__ == [
+        "ChainCheck",
+        "Head",
+        "LabelMatch",
+        "SeriesInfo",
+        "Store",
+        "StoreError",
+        "TokenRecord",
+    ]
 
 
 def test_everything_is_still_there_after_a_reopen(store_path: Path, clock: FakeClock) -> None:

@@ -1,5 +1,6 @@
 """A real collector holding a run pushed through the SDK: four ranks on two nodes, their GPUs,
-and alert events, on a simulated clock of one step a second that ends about now."""
+and the alerts its detection raised from two rules of the tests' own, on a simulated clock of
+one step a second that ends about now."""
 
 from __future__ import annotations
 
@@ -20,6 +21,24 @@ PLANNED = 1000
 NODES = ("node0", "node1")
 GPUS_PER_NODE = 2
 READY_TIMEOUT_S = 30.0
+
+#: Two alerts the collector raises from signals the push logs beside the real metrics: a
+#: ``loss_spike`` over steps 5 to 7 (firing, then resolved) and ``gpu_hot`` from step 20 on.
+RULES = """\
+groups:
+  - name: top-tests
+    rules:
+      - alert: loss_spike
+        signal: {metric: test.spike, by: [run]}
+        threshold: "> 0"
+        severity: warning
+        annotations: {summary: "loss spiked"}
+      - alert: gpu_hot
+        signal: {metric: test.gpu_hot_c, by: [run, node, gpu]}
+        threshold: "> 90"
+        severity: warning
+        annotations: {summary: "GPU {{ $labels.gpu }} on {{ $labels.node }} at 91 °C"}
+"""
 
 
 def loss_at(step: int) -> float:
@@ -76,9 +95,8 @@ def _runs(url: str, spool: Path, clock: _Clock, run_id: str) -> tuple[list[Run],
     return ranks, nodes
 
 
-def _push(ranks: list[Run], nodes: list[Run], clock: _Clock) -> list[dict[str, Any]]:
-    """Log every step and GPU reading through the SDK; the alert events to send beside them."""
-    alerts = []
+def _push(ranks: list[Run], nodes: list[Run], clock: _Clock) -> None:
+    """Log every step and GPU reading through the SDK, and the signals of the two alerts."""
     for step in range(STEPS):
         clock.now += 1.0
         for r, run in enumerate(ranks):
@@ -86,6 +104,7 @@ def _push(ranks: list[Run], nodes: list[Run], clock: _Clock) -> list[dict[str, A
             timings = {"data_time_s": data, "compute_time_s": compute, "comm_time_s": comm}
             run.log({**timings, "step_time_s": data + compute + comm}, step=step)
         ranks[0].log({"loss": loss_at(step), "lr": lr_at(step), "tokens_per_s": 2.5e6}, step=step)
+        ranks[0].log({"test.spike": float(5 <= step < 8)}, step=step)
         for n, run in enumerate(nodes):
             for g in range(GPUS_PER_NODE):
                 readings = {
@@ -97,27 +116,7 @@ def _push(ranks: list[Run], nodes: list[Run], clock: _Clock) -> list[dict[str, A
                     "gpu.power_limit_w": 700.0,
                 }
                 run.log(readings, labels={"gpu": g})
-        if step == 5:
-            alerts.append(_alert("a1", "loss_spike", "firing", clock.now, "loss spiked at step 5"))
-        if step == 8:
-            alerts.append(_alert("a1", "loss_spike", "resolved", clock.now - 3, "loss spiked"))
-        if step == 20:
-            alerts.append(_alert("a2", "gpu_hot", "firing", clock.now, "GPU 1 on node1 at 91 °C"))
-    return alerts
-
-
-def _alert(alert_id: str, rule: str, state: str, since: float, summary: str) -> dict[str, Any]:
-    """An alert transition event in the form the collector's own detection records it."""
-    data = {"id": alert_id, "rule": rule, "kind": rule, "state": state, "since": since}
-    data |= {"severity": "warning", "value": 1.0, "annotations": {"summary": summary}}
-    return {"ts": since, "kind": "alert", "text": summary, "data": data}
-
-
-def _send_alerts(url: str, run_id: str, alerts: list[dict[str, Any]]) -> None:
-    """Alert events through JSON ingest (the SDK reserves an event's ``kind`` for itself)."""
-    events = [{**a, "labels": {"run": run_id, "node": "node1"}} for a in alerts]
-    batch = {"source": "top-tests-alerts", "seq": 1, "samples": [], "events": events}
-    httpx.post(f"{url}/api/v1/ingest", json=batch).raise_for_status()
+        nodes[1].log({"test.gpu_hot_c": 91.0 if step >= 20 else 71.0}, labels={"gpu": 1})
 
 
 def _stored(url: str, run_id: str) -> bool:
@@ -139,13 +138,15 @@ def _stored(url: str, run_id: str) -> bool:
 def pushed(
     module_collector_factory: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Pushed]:
-    """The collector with run ``top-run`` (running, 30 steps of 1000, GPUs, alert events), a
+    """The collector with run ``top-run`` (running, 30 steps of 1000, GPUs, alerts), a
     finished run that started after it, and a running run without data that started before."""
-    collector = module_collector_factory()
+    rules = tmp_path_factory.mktemp("rules") / "rules.yaml"
+    rules.write_text(RULES)
+    collector = module_collector_factory(extra_args=("--rules", str(rules)))
     clock = _Clock(time.time() - STEPS - 5)
     ranks, nodes = _runs(collector.url, tmp_path_factory.mktemp("spool"), clock, "top-run")
     try:
-        _send_alerts(collector.url, "top-run", _push(ranks, nodes, clock))
+        _push(ranks, nodes, clock)
         api = f"{collector.url}/api/v1/runs"
         later = {"id": "later-run", "name": "finished later", "start": clock.now}
         httpx.post(api, json={**later, "status": "finished"}).raise_for_status()

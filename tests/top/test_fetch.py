@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -83,18 +84,18 @@ def test_open_alerts_from_events_alone(pushed: Pushed) -> None:
     assert [(a.name, a.severity, a.summary) for a in alerts] == [
         ("gpu_hot", "warning", "GPU 1 on node1 at 91 °C")
     ]
-    assert alerts[0].labels == {"node": "node1"}
+    assert alerts[0].labels == {"node": "node1", "gpu": "1"}
 
 
-def test_alerts_from_events_when_the_alerts_api_fails(server: Any, tmp_path: Path) -> None:
-    """An alert event logged by hand through the SDK is still listed, whatever the API says."""
-    run = Run(name="hand-made alert", server=server.url, dir=tmp_path, environ={}, heartbeat_s=None)
+def test_an_alert_the_collector_raised_on_sdk_data_is_listed(server: Any, tmp_path: Path) -> None:
+    """A NaN loss logged through the SDK: the collector's own alert is in the snapshot."""
+    run = Run(name="nan loss", server=server.url, dir=tmp_path, environ={}, heartbeat_s=None)
     try:
         run.log({"loss": 2.0}, step=0)
-        run.event("alert", "data loader stalled", rule="loader_stall", severity="critical")
+        run.log({"loss": math.nan}, step=1)
         run.flush()
         deadline = time.monotonic() + 30
-        while not httpx.get(f"{server.url}/api/v1/events", params={"run": run.id}).json():
+        while not httpx.get(f"{server.url}/api/v1/alerts", params={"run": run.id}).json():
             assert time.monotonic() < deadline, server.log()
             time.sleep(0.1)
         with TopClient(server.url) as client:
@@ -102,6 +103,5 @@ def test_alerts_from_events_when_the_alerts_api_fails(server: Any, tmp_path: Pat
     finally:
         run.finish()
     assert alerts is not None
-    assert [(a.name, a.severity, a.summary) for a in alerts] == [
-        ("loader_stall", "critical", "data loader stalled")
-    ]
+    assert [(a.name, a.severity) for a in alerts] == [("nonfinite_loss", "critical")]
+    assert alerts[0].summary.startswith("loss is nan")

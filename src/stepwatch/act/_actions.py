@@ -40,8 +40,8 @@ FINAL_STATES = (ActionState.OK, ActionState.FAILED, ActionState.TIMEOUT, ActionS
 @dataclass(frozen=True, slots=True)
 class Action:
     """One run of ``playbook`` on the entity of ``labels``, requested by ``requested_by`` (a
-    person, or ``alert:<kind>``) and, when destructive, decided by ``decided_by``. The outcome
-    is the exit code and the tails of stdout and stderr."""
+    person, or ``alert:<kind>``) and, when destructive, decided by ``decided_by`` after the
+    ``approvals`` so far. The outcome is the exit code and the tails of stdout and stderr."""
 
     id: str
     playbook: str
@@ -61,6 +61,7 @@ class Action:
     stderr: str = ""
     duration_s: float = 0.0
     error: str = ""
+    approvals: tuple[str, ...] = ()
 
     @staticmethod
     def new_id() -> str:
@@ -77,6 +78,7 @@ class Action:
         """The fields the API shows."""
         out = dataclasses.asdict(self)
         out["labels"] = dict(self.labels)
+        out["approvals"] = list(self.approvals)
         return out
 
     def to_event(self) -> Event:
@@ -89,6 +91,7 @@ class Action:
         """Back from the store; a ValueError for an event of another shape."""
         names = {f.name for f in dataclasses.fields(cls)}
         data = {k: v for k, v in event.data.items() if k in names}
+        data["approvals"] = tuple(data.get("approvals") or ())
         try:
             return cls(**data)
         except TypeError as exc:

@@ -155,25 +155,53 @@ class Remediation:
         return playbook
 
     def approve(self, action_id: str, by: str, comment: str = "") -> Action:
-        """Let a pending action run; an ActionConflict when it is not pending."""
+        """One approval of a pending action: it runs once the playbook's ``approvals``
+        distinct approvers, none of them its requester, said yes. NotAllowed for the
+        requester, an ActionConflict when it is not pending or ``by`` approved it already."""
         action = self._decide(action_id, ActionState.QUEUED, by, comment)
-        self.runner.submit(partial(self._execute, action_id))
+        if action.state == ActionState.QUEUED:
+            self.runner.submit(partial(self._execute, action_id))
         return action
 
     def reject(self, action_id: str, by: str, comment: str = "") -> Action:
         """Refuse a pending action; it never runs."""
         return self._decide(action_id, ActionState.REJECTED, by, comment)
 
+    def _approved(self, action: Action, by: str) -> tuple[str, ...]:
+        """The approvers with ``by``, who must be someone other than those so far."""
+        if by == action.requested_by:
+            raise NotAllowed(f"{by} requested action {action.id}: another identity must approve it")
+        if by in action.approvals:
+            raise ActionConflict(f"{by} approved action {action.id} already: it needs another")
+        return (*action.approvals, by)
+
+    def _needed(self, action: Action) -> int:
+        try:
+            return self.playbooks.get(action.playbook).approvals
+        except PlaybookError:
+            return 1  # gone from the allow-list: it never runs anyway (``_execute`` fails it)
+
     def _decide(self, action_id: str, state: str, by: str, comment: str) -> Action:
         with self._lock:
             action = self.get(action_id)
             if action.state != ActionState.PENDING:
                 raise ActionConflict(f"action {action_id} is {action.state}, not pending")
-            decided = action.but(state=state, decided_by=by, comment=comment, updated=self._clock())
+            approvals = action.approvals
+            if state == ActionState.QUEUED:
+                approvals = self._approved(action, by)
+                if len(approvals) < self._needed(action):
+                    state = ActionState.PENDING
+            decided = action.but(
+                state=state, decided_by=by, comment=comment, updated=self._clock(),
+                approvals=approvals,
+            )  # fmt: skip
             self._actions[action_id] = decided
-        verb, result = (
-            ("approve", "approved") if state == ActionState.QUEUED else ("reject", "rejected")
-        )
+        if state == ActionState.REJECTED:
+            verb, result = "reject", "rejected"
+        elif state == ActionState.PENDING:
+            verb, result = "approve", f"approved {len(approvals)} of {self._needed(action)}"
+        else:
+            verb, result = "approve", "approved"
         base = AuditRecord("approval", by, f"{verb} {action.playbook}", result, action.labels)
         record = self._record(base, result, decided, comment=comment)
         self._save(decided, record)

@@ -3,7 +3,9 @@ out to receivers on threads of their own, every delivery written to the audit tr
 
 One thread decides (``Dispatch``), one thread per receiver delivers, so a receiver that is
 down only delays its own messages, retried with backoff; in the end its failure is logged
-and audited.
+and audited. Both queues are bounded: past ``MAX_TRANSITIONS`` waiting, a transition is
+dropped and logged (the detector never waits); past ``MAX_OUTBOX`` messages waiting for one
+receiver, a new one is dropped, logged and audited as failed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._redact import redact_urls
 from ..detect import LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
@@ -24,21 +27,27 @@ from ._notify_message import Notification
 from ._receivers import DeliveryError, Receiver
 from ._routing_config import NotifyConfig
 
-__all__ = ["Notifier"]
+__all__ = ["MAX_OUTBOX", "MAX_TRANSITIONS", "Notifier"]
 
 log = logging.getLogger("stepwatch.notify")
 
 Record = Callable[[Sequence[Event]], None]
 _STOP = object()
 _SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not an entity
+#: Alert transitions waiting for the deciding thread.
+MAX_TRANSITIONS = 10_000
+#: Messages waiting for one receiver (one that is down retries each with backoff).
+MAX_OUTBOX = 1_000
 
 
 class _Outbox:
     """One receiver's queue and delivering thread."""
 
-    def __init__(self, receiver: Receiver, deliver: Callable[[Receiver, Any], None]) -> None:
+    def __init__(
+        self, receiver: Receiver, deliver: Callable[[Receiver, Any], None], size: int
+    ) -> None:
         self.receiver, self._deliver = receiver, deliver
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.queue: queue.Queue[Any] = queue.Queue(size)
         self.thread = threading.Thread(
             target=self._run, name=f"stepwatch-notify-{receiver.name}", daemon=True
         )
@@ -56,6 +65,8 @@ class Notifier:
         record: where audit events go (the collector's event log).
         clock: wall time of the audit events.
         monotonic: the clock of group waits and intervals.
+        max_transitions: alert transitions that may wait for the deciding thread.
+        max_outbox: messages that may wait for one receiver.
     """
 
     def __init__(
@@ -65,18 +76,31 @@ class Notifier:
         *,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        max_transitions: int = MAX_TRANSITIONS,
+        max_outbox: int = MAX_OUTBOX,
     ) -> None:
         self.config, self._record = config, record
         self._clock, self._monotonic = clock, monotonic
         self._dispatch = Dispatch(config.route, config.external_url)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._outboxes = {name: _Outbox(r, self._deliver) for name, r in config.receivers.items()}
+        self._queue: queue.Queue[Any] = queue.Queue(max_transitions)
+        self._dropped = 0
+        self._outboxes = {
+            name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
+        }
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def submit(self, alert: LiveAlert) -> None:
-        """Take a transition (a ``LiveDetector`` subscriber: returns at once)."""
-        self._queue.put(alert)
+        """Take a transition (a ``LiveDetector`` subscriber: returns at once, even when full)."""
+        try:
+            self._queue.put_nowait(alert)
+        except queue.Full:
+            self._dropped += 1
+            if self._dropped % 1000 == 1:  # one line per thousand, not a flood of its own
+                log.error(
+                    "notifications are behind: %d alert transitions dropped so far",
+                    self._dropped,
+                )
 
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
@@ -117,7 +141,13 @@ class Notifier:
     def _flush(self, everything: bool) -> None:
         """Hand what is due (everything unsent, at a stop) to the receivers' threads."""
         for notification in self._dispatch.due(self._monotonic(), all_groups=everything):
-            self._outboxes[notification.receiver].queue.put(notification)
+            outbox = self._outboxes[notification.receiver]
+            try:
+                outbox.queue.put_nowait(notification)
+            except queue.Full:
+                why = f"dropped: {outbox.queue.maxsize} messages already wait for this receiver"
+                log.error("notifying %s of %s %s", outbox.receiver.name, notification.title, why)
+                self._audit(outbox.receiver, notification, False, 0, [why])
 
     @staticmethod
     def _step(step: Callable[..., None], *args: Any) -> None:
@@ -142,8 +172,8 @@ class Notifier:
                 errors.append(str(exc))
                 retryable = exc.retryable
             except Exception as exc:  # a receiver's own bug: fail this one, keep the thread
-                log.exception("receiver %s failed unexpectedly", receiver.name)
-                errors.append(repr(exc))
+                errors.append(redact_urls(repr(exc)))  # its text may quote the receiver's URL
+                log.error("receiver %s failed unexpectedly: %s", receiver.name, errors[-1])
                 retryable = False
             if not retryable or attempts > receiver.retry.retries:
                 break

@@ -97,8 +97,9 @@ class Playbook:
 
     ``argv`` (command) or ``playbook`` with ``inventory`` and ``vars`` (ansible) may hold
     ``{label}`` placeholders. ``dry_run`` entries only ever run as a dry run (``--check``; a
-    command's argv is echoed); ``destructive`` real runs wait for a person's approval;
-    ``triggers`` are the alert kinds that request it by themselves."""
+    command's argv is echoed); ``destructive`` real runs wait for the approval of
+    ``approvals`` admins other than the requester; ``triggers`` are the alert kinds that
+    request it by themselves."""
 
     name: str
     kind: str
@@ -110,6 +111,7 @@ class Playbook:
     dry_run: bool = True
     timeout_s: float = 300.0
     triggers: tuple[str, ...] = ()
+    approvals: int = 1
     line: int = 0
     description: str = field(default="", compare=False)
 
@@ -138,5 +140,6 @@ class Playbook:
             "dry_run": self.dry_run,
             "timeout_s": self.timeout_s,
             "triggers": list(self.triggers),
+            "approvals": self.approvals,
             "description": self.description,
         }

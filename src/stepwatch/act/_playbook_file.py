@@ -15,6 +15,7 @@
         vars: {reason: "stepwatch alert"}
         destructive: true
         dry_run: false
+        approvals: 2                 # distinct admins, none of them the requester (default 1)
 
 Every mistake is reported as ``file:line: field: what was expected``.
 """
@@ -34,7 +35,7 @@ __all__ = ["Playbooks", "load_playbooks", "parse_playbooks"]
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _KEYS = {
     "name", "kind", "argv", "playbook", "inventory", "vars", "destructive", "dry_run",
-    "timeout", "triggers", "description",
+    "timeout", "triggers", "description", "approvals",
 }  # fmt: skip
 _COMMAND_ONLY = ("argv",)
 _ANSIBLE_ONLY = ("playbook", "inventory", "vars")
@@ -69,6 +70,13 @@ def _flag(at: At) -> bool:
     if not isinstance(value, bool):
         raise at.error(f"expected true or false, got {value!r}")
     return value
+
+
+def _approvals(at: At) -> int:
+    value = at.number()
+    if value != int(value) or value < 1:
+        raise at.error(f"expected a whole number of approvers, at least 1, got {at.node.value!r}")
+    return int(value)
 
 
 def _triggers(at: At) -> tuple[str, ...]:
@@ -118,6 +126,7 @@ def _entry(at: At, base: Path) -> Playbook:
         dry_run=_flag(f["dry_run"]) if "dry_run" in f else True,
         timeout_s=timeout_s,
         triggers=_triggers(f["triggers"]) if "triggers" in f else (),
+        approvals=_approvals(f["approvals"]) if "approvals" in f else 1,
         line=at.line,
         description=f["description"].text() if "description" in f else "",
     )

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from .._redact import redact_url, redact_urls
 from ._notify_message import Notification
 
 __all__ = [
@@ -88,16 +89,18 @@ def encode(payload: Any) -> bytes:
 
 
 def _post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> bytes:
+    """One POST; its errors name the receiver by scheme and host only (the path is a secret)."""
+    where = redact_url(url)
     try:
         response = httpx.post(url, content=body, headers=dict(headers), timeout=timeout_s)
     except httpx.TimeoutException:
-        raise DeliveryError(f"no answer from {url} within {timeout_s:g} s") from None
+        raise DeliveryError(f"no answer from {where} within {timeout_s:g} s") from None
     except httpx.HTTPError as exc:
-        raise DeliveryError(f"could not reach {url}: {exc}") from None
+        raise DeliveryError(f"could not reach {where}: {redact_urls(str(exc))}") from None
     if not response.is_success:
         code = response.status_code
         raise DeliveryError(
-            f"{url} answered HTTP {code}: {response.text[:200]}",
+            f"{where} answered HTTP {code}: {redact_urls(response.text[:200])}",
             retryable=code == 429 or code >= 500,
         )
     return body
@@ -108,9 +111,9 @@ class WebhookReceiver:
     """POSTs the group as JSON (``Notification.as_json``), signed with ``secret`` when set."""
 
     name: str
-    url: str
-    secret: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
+    url: str = field(repr=False)  # secrets stay out of every repr and log line
+    secret: str = field(default="", repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = 10.0
     retry: Retry = Retry()
 
@@ -154,7 +157,7 @@ class SlackReceiver:
     """POSTs a Slack-compatible incoming-webhook message (Slack, Mattermost, Rocket.Chat)."""
 
     name: str
-    url: str
+    url: str = field(repr=False)  # the URL is the credential
     timeout_s: float = 10.0
     retry: Retry = Retry()
 

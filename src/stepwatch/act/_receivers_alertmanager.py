@@ -3,7 +3,7 @@ silences and pages as it always does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..detect import AlertState, LiveAlert
@@ -49,7 +49,7 @@ class AlertmanagerReceiver:
     """
 
     name: str
-    url: str
+    url: str = field(repr=False)  # it may carry user:password
     timeout_s: float = 10.0
     retry: Retry = Retry()
 

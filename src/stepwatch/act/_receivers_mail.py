@@ -4,10 +4,11 @@ when the relay wants them)."""
 from __future__ import annotations
 
 import smtplib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
+from .._redact import redact_urls
 from ._notify_message import Notification
 from ._receivers import DeliveryError, Retry
 
@@ -25,7 +26,7 @@ class EmailReceiver:
     to: tuple[str, ...]
     starttls: bool = False
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     timeout_s: float = 10.0
     retry: Retry = Retry()
 
@@ -55,4 +56,5 @@ class EmailReceiver:
                 f"{self.host}:{self.port} said {exc.smtp_code}", retryable
             ) from None
         except (smtplib.SMTPException, OSError) as exc:
-            raise DeliveryError(f"could not mail through {self.host}:{self.port}: {exc}") from None
+            why = redact_urls(str(exc))
+            raise DeliveryError(f"could not mail through {self.host}:{self.port}: {why}") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._redact import redact_url
 from ..detect import Matcher
 from ..detect._yaml_fields import At, Problems, RuleError, compose, read_config
 from ._receivers import Receiver, Retry, SlackReceiver, WebhookReceiver
@@ -70,7 +71,8 @@ class _Reader:
     def url(self, at: At) -> str:
         text = self.setting(at)
         if not text.startswith(("http://", "https://")):
-            raise at.error(f"expected an http:// or https:// URL, got {text!r}")
+            got = repr(redact_url(text)) if "://" in text else "no scheme"  # it may be a secret
+            raise at.error(f"expected an http:// or https:// URL, got {got}")
         return text
 
 

@@ -4,7 +4,14 @@ Imports happen inside the commands so `stepwatch --help` stays fast and a comman
 what it uses. Each module adds its commands to the group as it is imported.
 """
 
-from . import _clients, _collector, _node, _recorded, _tokens  # noqa: F401  (they add the commands)
+from . import (  # noqa: F401  (they add the commands)
+    _clients,
+    _collector,
+    _keys,
+    _node,
+    _recorded,
+    _tokens,
+)
 from ._base import main
 
 __all__ = ["main"]

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import click
 
 if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
+    from ..spool import ClientTls
     from ..store import StoreError
 
 __all__ = ["DEFAULT_STORE", "main"]
@@ -24,8 +26,8 @@ DEFAULT_STORE = Path("stepwatch.duckdb")
 def _store_option(
     default: Path = DEFAULT_STORE, exists: bool = False, help: str | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``--store FILE``: the DuckDB file a command opens."""
-    return click.option(
+    """``--store FILE``: the DuckDB file a command opens, and the key it is encrypted with."""
+    store = click.option(
         "--store",
         "store_path",
         type=click.Path(exists=exists, path_type=Path),
@@ -33,6 +35,35 @@ def _store_option(
         show_default=True,
         help=help,
     )
+    return lambda fn: store(_encryption_option(fn))
+
+
+def _encryption_key(
+    ctx: click.Context, param: click.Parameter, value: Path | None
+) -> EncryptionKey | None:
+    """The key the option, $STEPWATCH_ENCRYPTION_KEY_FILE or $STEPWATCH_ENCRYPTION_KEY give."""
+    import os
+
+    from .._encryption import EncryptionError, resolve_key
+
+    try:
+        return resolve_key(value, os.environ)
+    except EncryptionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _encryption_option(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--encryption-key-file FILE``: the key of an encrypted store and of sealed spools."""
+    return click.option(
+        "--encryption-key-file",
+        "encryption_key",
+        envvar="STEPWATCH_ENCRYPTION_KEY_FILE",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        callback=_encryption_key,
+        help="Key file (`stepwatch key create`) that encrypts the store and seals spools "
+        "(env STEPWATCH_ENCRYPTION_KEY_FILE, or the key itself in STEPWATCH_ENCRYPTION_KEY).",
+    )(fn)
 
 
 def _rules_option(fn: Callable[..., None]) -> Callable[..., None]:
@@ -137,8 +168,54 @@ def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: The TLS options of every client: (flag, environment variable, help).
+_TLS_OPTIONS = (
+    ("--ca-file", "STEPWATCH_CA_FILE", "CA that signed an https:// collector's certificate"),
+    ("--client-cert", "STEPWATCH_CLIENT_CERT", "Mutual TLS: this client's certificate"),
+    ("--client-key", "STEPWATCH_CLIENT_KEY", "Mutual TLS: its private key"),
+)
+_TLS_META = "stepwatch.client_tls"
+
+
+def _keep_tls(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    """Keep a TLS option in the context, for ``_client_tls``: no command signature changes."""
+    if value is not None and param.name is not None:
+        ctx.meta.setdefault(_TLS_META, {})[param.name] = value
+
+
+def _tls_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """``--ca-file``, ``--client-cert``, ``--client-key``: how a client trusts an https://
+    collector and, for mutual TLS, proves who it is (read back with ``_client_tls``)."""
+    for flag, env, help in reversed(_TLS_OPTIONS):
+        fn = click.option(
+            flag,
+            envvar=env,
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            expose_value=False,
+            callback=_keep_tls,
+            help=f"{help} (PEM; env {env}).",
+        )(fn)
+    return fn
+
+
+def _client_tls() -> ClientTls:
+    """The TLS options of the running command, its files checked now (one line if wrong)."""
+    from ..spool import ClientTls
+
+    tls = ClientTls(**click.get_current_context().meta.get(_TLS_META, {}))
+    if tls != ClientTls():
+        try:
+            tls.context()
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    return tls
+
+
 def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
-    """``--server`` and ``--token`` of the commands that talk to a running collector."""
+    """``--server``, ``--token`` and the TLS options of the commands that talk to a running
+    collector."""
+    fn = _tls_options(fn)
     fn = click.option("--token", envvar="STEPWATCH_TOKEN", default=None)(fn)
     return click.option(
         "--server",
@@ -161,7 +238,7 @@ def _client(server_url: str, token: str | None) -> Iterator[Any]:
     from ..server._alerts_client import ClientError
 
     try:
-        with ActionsClient(server_url, token) as client:
+        with ActionsClient(server_url, token, tls=_client_tls()) as client:
             yield client
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None

@@ -4,13 +4,21 @@ trail and the `top` terminal view."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._text import plural
+
+if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
 from ._base import (
+    _clear_errors,
     _client,
     _client_options,
+    _client_tls,
+    _store_option,
     main,
 )
 
@@ -86,19 +94,11 @@ def silence() -> None:
 @click.argument("matchers", nargs=-1, required=True)
 @click.option("--duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
 @click.option("--comment", default="", help="Why (shown with the silence).")
-@click.option("--by", "created_by", default=None, help="Who [default: the user name].")
 @_client_options
 def silence_add(
-    matchers: tuple[str, ...],
-    duration: str,
-    comment: str,
-    created_by: str | None,
-    server_url: str,
-    token: str | None,
+    matchers: tuple[str, ...], duration: str, comment: str, server_url: str, token: str | None
 ) -> None:
     """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
-    import getpass
-
     from ..detect import parse_duration
     from ..server._alerts_client import human_time
 
@@ -107,7 +107,7 @@ def silence_add(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--duration") from None
     with _client(server_url, token) as client:
-        made = client.add_silence(matchers, seconds, comment, created_by or getpass.getuser())
+        made = client.add_silence(matchers, seconds, comment)
     click.echo(
         f"silence {made['id']} until {human_time(made['ends'])}: {' '.join(made['matchers'])}"
     )
@@ -172,19 +172,15 @@ def actions_show(action_id: str, server_url: str, token: str | None) -> None:
 @click.argument("playbook")
 @click.argument("labels", nargs=-1)
 @click.option("--dry-run/--for-real", default=None, help="Override the entry's own choice.")
-@click.option("--by", default=None, help="Who asks [default: the user name].")
 @_client_options
 def actions_run(
     playbook: str,
     labels: tuple[str, ...],
     dry_run: bool | None,
-    by: str | None,
     server_url: str,
     token: str | None,
 ) -> None:
     """Request a run of PLAYBOOK on the entity of LABELS (node=n1 gpu=3 ...)."""
-    import getpass
-
     given = {}
     for item in labels:
         key, sep, value = item.partition("=")
@@ -192,33 +188,33 @@ def actions_run(
             raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
         given[key] = value
     with _client(server_url, token) as client:
-        made = client.request(playbook, given, by or getpass.getuser(), dry_run)
+        made = client.request(playbook, given, dry_run)
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
 
-def _decision_command(verb: str, who: str, doc: str) -> None:
-    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action."""
+def _decision_command(verb: str, doc: str) -> None:
+    """``stepwatch actions VERB ACTION_ID``: approve or reject a pending action (the token
+    says who decides)."""
 
     @actions.command(verb, help=doc)
     @click.argument("action_id")
-    @click.option("--by", default=None, help=f"Who {who} [default: the user name].")
     @click.option("--comment", default="", help="Why.")
     @_client_options
-    def decide(
-        action_id: str, by: str | None, comment: str, server_url: str, token: str | None
-    ) -> None:
-        import getpass
-
+    def decide(action_id: str, comment: str, server_url: str, token: str | None) -> None:
         with _client(server_url, token) as client:
-            done = client.decide(action_id, verb, by or getpass.getuser(), comment)
+            done = client.decide(action_id, verb, comment)
         click.echo(f"action {done['id']} {done['state']} by {done['decided_by']}")
 
 
-_decision_command("approve", "approves", "Approve pending action ACTION_ID: it runs for real.")
-_decision_command("reject", "rejects", "Reject pending action ACTION_ID: it never runs.")
+_decision_command(
+    "approve",
+    "Approve pending action ACTION_ID (as an admin other than its requester): it runs for "
+    "real once it has the approvals its playbook needs.",
+)
+_decision_command("reject", "Reject pending action ACTION_ID: it never runs.")
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @_client_options
 @click.option("--run", "run_id", default=None, help="Only records about this run.")
 @click.option(
@@ -229,7 +225,9 @@ _decision_command("reject", "rejects", "Reject pending action ACTION_ID: it neve
 @click.option("--kind", default=None, help="Only records about alerts of this kind.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
 @_json_option
+@click.pass_context
 def audit(
+    ctx: click.Context,
     server_url: str,
     token: str | None,
     run_id: str | None,
@@ -238,17 +236,39 @@ def audit(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Print the audit trail, newest first: who acted, on what, why, with what result."""
+    """Print the audit trail, newest first: who acted, on what, why, with what result; then
+    the head of the records' hash chain, to write down elsewhere (`audit verify` checks it)."""
     from ..act import AUDIT_ACTIONS
     from ..server._actions_client import audit_table
 
+    if ctx.invoked_subcommand is not None:
+        return
     if action is not None and action not in AUDIT_ACTIONS:
         raise click.BadParameter(
             f"{action!r} is not one of {', '.join(AUDIT_ACTIONS)}", param_hint="--action"
         )
     with _client(server_url, token) as client:
         found = client.audit(run=run_id, action=action, kind=kind, limit=limit)
+        head = client.audit_head()
     _show(found, as_json, audit_table)
+    if not as_json:
+        click.echo(f"chain head: record {head['seq']} sha256 {head['hash']}")
+
+
+@audit.command("verify")
+@_store_option(exists=True)
+def audit_verify(store_path: Path, encryption_key: EncryptionKey | None) -> None:
+    """Re-compute the hash chain of the store's records (audit, alerts, silences, commands,
+    actions): exit 1 naming the first record changed, removed or reordered; else the head."""
+    from ..store import Store
+
+    with _clear_errors(), Store(store_path, key=encryption_key) as store:
+        check = store.verify_records()
+    if check.problem is not None:
+        raise click.ClickException(f"{store_path}: {check.problem}")
+    head = check.head
+    click.echo(f"{store_path}: {plural(check.records, 'record')} intact")
+    click.echo(f"chain head: record {head.seq} sha256 {head.hash}")
 
 
 @main.command()
@@ -269,6 +289,6 @@ def top(
     from ..top import TopError, watch
 
     try:
-        watch(server_url, run_id, token=token, interval_s=interval, once=once)
+        watch(server_url, run_id, token=token, tls=_client_tls(), interval_s=interval, once=once)
     except TopError as exc:
         raise click.ClickException(str(exc)) from None

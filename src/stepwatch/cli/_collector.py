@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    pass
+    from .._encryption import EncryptionKey
 
 from ._base import (
     _clear_errors,
@@ -32,6 +32,14 @@ from ._base import (
     help="Require tokens with roles and projects on every route "
     "(default: on unless --host is a loopback address).",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A name the collector is reached by, besides its bind address and localhost "
+    "(repeatable; '*' allows any). Other Host names are refused: DNS rebinding.",
+)
 @_rules_option
 @_notify_option
 @click.option(
@@ -40,19 +48,43 @@ from ._base import (
     default=None,
     help="Allow-list of remediation playbooks (YAML) that alerts and people may run.",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Serve HTTPS with this certificate (PEM; with --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The private key of --tls-cert (PEM).",
+)
+@click.option(
+    "--tls-client-ca",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Mutual TLS: clients must present a certificate signed by this CA (PEM).",
+)
 def server(
     store_path: Path,
     host: str,
     port: int,
     auth: bool | None,
+    allowed_hosts: tuple[str, ...],
     rules: tuple[Path, ...],
     playbooks: Path | None,
     notify: Path | None,
+    encryption_key: EncryptionKey | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
-    from ..server import serve
+    from ..server import ServerTls, serve
 
     with _clear_rule_errors(), _clear_errors():
+        tls = ServerTls.of(tls_cert, tls_key, tls_client_ca)
         serve(
             store_path,
             host=host,
@@ -61,6 +93,9 @@ def server(
             rules=rules,
             playbooks=playbooks,
             notify=notify,
+            key=encryption_key,
+            tls=tls,
+            allowed_hosts=allowed_hosts,
         )
 
 
@@ -121,6 +156,7 @@ def demo(
     preset: str | None,
     record_dir: Path | None,
     notify: Path | None,
+    encryption_key: EncryptionKey | None,
 ) -> None:
     """Simulate a multi-node training streaming into a local collector, live."""
     from ..demo import DemoConfig, Fault, fault_preset, record_scenario, run_demo
@@ -141,6 +177,7 @@ def demo(
             rules=rules,
             notify=notify,
             faults=(*chosen, *(Fault.parse(f) for f in faults)),
+            encryption_key=encryption_key,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

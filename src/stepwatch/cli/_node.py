@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
     from ..collect import AgentOptions
 
 from ._base import (
     _clear_errors,
+    _client_tls,
+    _encryption_option,
     _server_url,
     _stop_on_sigterm,
     _store_option,
+    _tls_options,
     main,
 )
 
@@ -78,7 +82,7 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
     ]
     for option in reversed(options):
         fn = option(fn)
-    return fn
+    return _tls_options(fn)
 
 
 def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
@@ -88,7 +92,7 @@ def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
     fields = {k: v for k, v in given.items() if v is not None}
     fields["interval_s"] = fields.pop("interval")
     fields["scrape_interval_s"] = fields.pop("scrape_interval")
-    options = AgentOptions(run_id=run_id, **fields)
+    options = AgentOptions(run_id=run_id, tls=_client_tls(), **fields)
     with _clear_errors():
         options.check_targets()
     return options
@@ -99,6 +103,7 @@ def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
 @click.option("--run", "run_id", envvar="STEPWATCH_RUN_ID", default=None, help="Label with a run.")
 @click.option("--pid", "pids", multiple=True, type=int, help="Process to watch, with children.")
 @click.option("--duration", type=float, default=None, help="Stop by itself after S seconds.")
+@_encryption_option
 def agent(run_id: str | None, duration: float | None, **given: Any) -> None:
     """Run the node agent: host, GPU, exporter and log metrics, shipped to the collector."""
     from ..collect import open_agent
@@ -137,6 +142,7 @@ def run(
     run_id: str | None,
     store_path: Path,
     keep_serving: bool,
+    encryption_key: EncryptionKey | None,
     **given: Any,
 ) -> None:
     """Run COMMAND (after --) as a watched run: `stepwatch run -- torchrun ... train.py`.
@@ -147,7 +153,7 @@ def run(
 
     if keep_serving and given["server"]:
         raise click.ClickException("--keep-serving is for the collector started without --server")
-    options = _agent_settings(run_id, **given)
+    options = _agent_settings(run_id, encryption_key=encryption_key, **given)
     say = lambda line: click.echo(line, err=True)  # noqa: E731
     with _clear_errors():
         outcome = launch(
@@ -176,14 +182,27 @@ def run(
     help="Collector URL, e.g. http://127.0.0.1:7070 (env STEPWATCH_SERVER).",
 )
 @click.option("--token", envvar="STEPWATCH_TOKEN", default=None)
+@_tls_options
 @click.option(
     "--timeout", default=60.0, show_default=True, help="Give up retrying after S seconds."
 )
-def sync(path: Path, server_url: str, token: str | None, timeout: float) -> None:
+@_encryption_option
+def sync(
+    path: Path,
+    server_url: str,
+    token: str | None,
+    timeout: float,
+    encryption_key: EncryptionKey | None,
+) -> None:
     """Upload runs logged offline (or left by a killed process) from a spool directory."""
+    from ..spool import Sealer
     from ..spool import sync as sync_spool
 
-    result = sync_spool(path, server_url, token=token, timeout_s=timeout)
+    with _clear_errors():  # a spool sealed with another key, or no key for it
+        sealer = Sealer(encryption_key) if encryption_key else None
+        result = sync_spool(
+            path, server_url, token=token, timeout_s=timeout, sealer=sealer, tls=_client_tls()
+        )
     if not result.ok:
         raise click.ClickException(result.describe())
     click.echo(result.describe())

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
     from ..detect import AlertRecord, RuleSet
 
 from ._base import (
@@ -161,11 +162,13 @@ def export() -> None:
     default=None,
     help="Output file (default: RUN.parquet).",
 )
-def export_parquet(run_id: str, store_path: Path, out_path: Path | None) -> None:
-    """Write every sample of RUN to a Parquet file (one row a sample)."""
+def export_parquet(
+    run_id: str, store_path: Path, out_path: Path | None, encryption_key: EncryptionKey | None
+) -> None:
+    """Write every sample of RUN to a Parquet file (one row a sample, never encrypted)."""
     from ..store import Store
 
-    with _clear_errors(), Store(store_path) as store:
+    with _clear_errors(), Store(store_path, key=encryption_key) as store:
         if store.get_run(run_id) is None:
             raise click.ClickException(f"no run {run_id!r} in {store_path}")
         written = store.export_parquet(run_id, out_path or Path(f"{run_id}.parquet"))

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
+
+if TYPE_CHECKING:
+    from .._encryption import EncryptionKey
 
 from ._base import _clear_errors, _client, _server_url, _store_option, main
 
@@ -50,7 +53,9 @@ class _StoreTokens:
 
 
 @contextmanager
-def _tokens(store_path: Path, server_url: str | None, token: str | None) -> Iterator[_Tokens]:
+def _tokens(
+    store_path: Path, key: EncryptionKey | None, server_url: str | None, token: str | None
+) -> Iterator[_Tokens]:
     """The store's tokens, or with ``--server`` the collector's (an admin token needed)."""
     if server_url is not None:
         with _client(server_url, token) as client:
@@ -59,7 +64,7 @@ def _tokens(store_path: Path, server_url: str | None, token: str | None) -> Iter
     from ..auth import TokenBook, TokenError
     from ..store import Store
 
-    with _clear_errors(), Store(store_path) as store:
+    with _clear_errors(), Store(store_path, key=key) as store:
         try:
             yield _StoreTokens(TokenBook(store))
         except TokenError as exc:
@@ -92,6 +97,7 @@ def token() -> None:
 @click.option("--expires", default=None, help="Lifetime, e.g. 30d or 12h (default: none).")
 def create(
     store_path: Path,
+    encryption_key: EncryptionKey | None,
     server_url: str | None,
     token: str | None,
     projects: tuple[str, ...],
@@ -100,7 +106,7 @@ def create(
     expires: str | None,
 ) -> None:
     """Make a token; it is printed once, as the last line, and never shown again."""
-    with _tokens(store_path, server_url, token) as place:
+    with _tokens(store_path, encryption_key, server_url, token) as place:
         made = place.create_token(role, projects, name, expires)
     click.echo(f"token {made['name']} ({made['id']}): {role} of {', '.join(made['projects'])}")
     click.echo("keep it now: only its hash is stored, it cannot be shown again")
@@ -109,13 +115,18 @@ def create(
 
 @token.command("list")
 @_where
-def list_tokens(store_path: Path, server_url: str | None, token: str | None) -> None:
+def list_tokens(
+    store_path: Path,
+    encryption_key: EncryptionKey | None,
+    server_url: str | None,
+    token: str | None,
+) -> None:
     """Every token: id, name, role, projects, and whether it is active."""
     from rich.console import Console
 
     from ..server._alerts_client import _table, human_time
 
-    with _tokens(store_path, server_url, token) as place:
+    with _tokens(store_path, encryption_key, server_url, token) as place:
         found = place.tokens()
     table = _table("tokens", ("id", "name", "role", "projects", "created", "state"))
     for t in found:
@@ -132,8 +143,14 @@ def list_tokens(store_path: Path, server_url: str | None, token: str | None) -> 
 @token.command("revoke")
 @_where
 @click.argument("key")
-def revoke(store_path: Path, server_url: str | None, token: str | None, key: str) -> None:
+def revoke(
+    store_path: Path,
+    encryption_key: EncryptionKey | None,
+    server_url: str | None,
+    token: str | None,
+    key: str,
+) -> None:
     """Revoke the token with this id or name: it opens nothing from now on."""
-    with _tokens(store_path, server_url, token) as place:
+    with _tokens(store_path, encryption_key, server_url, token) as place:
         gone = place.revoke_token(key)
     click.echo(f"token {gone['name']} ({gone['id']}) revoked")

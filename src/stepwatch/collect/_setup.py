@@ -15,9 +15,10 @@ from pathlib import Path
 
 import psutil
 
+from .._encryption import EncryptionKey
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
-from ..spool import NODE_SPOOL
+from ..spool import NODE_SPOOL, ClientTls, Sealer
 from ._agent import Agent
 from ._gpu import open_gpu
 from ._host import HostSource
@@ -41,6 +42,7 @@ class AgentOptions:
     run_id: str | None = None
     server: str | None = None
     token: str | None = None
+    tls: ClientTls = field(default_factory=ClientTls)
     spool_root: Path = field(default_factory=default_spool_root)
     interval_s: float = 1.0
     gpu: str = "auto"
@@ -51,6 +53,8 @@ class AgentOptions:
     paths: Sequence[Path] = ()
     pids: Sequence[int] = ()
     heartbeat_s: float = 5.0
+    #: Seals the agent's spool (and, under `stepwatch run`, encrypts the collector's store).
+    encryption_key: EncryptionKey | None = None
 
     def check_targets(self) -> None:
         """ValueError for a target given by mistake: a pid no process has, a log file in a
@@ -106,7 +110,9 @@ def open_agent(
         labels,
         server=options.server,
         token=options.token,
+        tls=options.tls,
         run=None if run is None else (lambda: run),
         heartbeat_s=options.heartbeat_s,
+        sealer=Sealer(options.encryption_key) if options.encryption_key else None,
     )
     return Agent(sources, pipeline, labels)

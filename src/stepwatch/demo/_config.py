@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._encryption import EncryptionKey
 from ._faults import Fault, FaultPlan
 from ._shape import TrainingShape
 
@@ -32,6 +33,7 @@ class DemoConfig:
         rules: rule files the collector runs besides the built-in pack (re-read on change).
         notify: the collector's notifications file (receivers and routes of alerts).
         faults: faults injected into the simulated run (none: a healthy run).
+        encryption_key: encrypts the store and seals the spools (None: plain files).
     """
 
     nodes: int = 4
@@ -52,6 +54,7 @@ class DemoConfig:
     rules: tuple[Path, ...] = ()
     notify: Path | None = None
     faults: tuple[Fault, ...] = ()
+    encryption_key: EncryptionKey | None = None
 
     def __post_init__(self) -> None:
         if self.duration_s is not None and not self.duration_s > 0:

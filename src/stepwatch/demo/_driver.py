@@ -149,7 +149,12 @@ def run_demo(
     report = Reporter(config, out)
     with ExitStack() as stack:
         server = ServerThread(
-            config.store_path, config.host, config.port, rules=config.rules, notify=config.notify
+            config.store_path,
+            config.host,
+            config.port,
+            rules=config.rules,
+            notify=config.notify,
+            key=config.encryption_key,
         ).start_or_elsewhere(out)
         stack.callback(server.stop)
         spool = config.spool_dir or Path(
@@ -165,6 +170,7 @@ def run_demo(
             spool,
             config.flush_interval_s,
             mortal=faults.down_nodes(),
+            key=config.encryption_key,
         )
         player = Player(config, fleet, report, clock(), faults)
         status = _play_then_finish(player, clock, stop or threading.Event(), out)

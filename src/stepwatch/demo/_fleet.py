@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._encryption import EncryptionKey
 from ..model import RunStatus
 from ..sdk import HEARTBEAT, Run
 from ._hardware import HardwareSample
@@ -50,6 +51,7 @@ class Fleet:
         flush_interval_s: float,
         mortal: frozenset[int] = frozenset(),
         wall: Callable[[], float] = time.time,
+        key: EncryptionKey | None = None,
     ) -> None:
         self.shape, self._wall = shape, wall
         self.dropped: set[int] = set()
@@ -63,6 +65,7 @@ class Fleet:
             "dir": spool_dir,
             "run_id": run_id,
             "flush_interval_s": flush_interval_s,
+            "encryption_key": key,
         }
         self.ranks: list[Run] = []
         self.nodes: list[Run] = []

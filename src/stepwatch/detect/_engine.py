@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import operator
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .._regex import compile_regex
 from ..model import Event, SampleBatch, SeriesKey
 from ._absence import Absence, AbsenceFinding
 from ._base import Detector, Warmup
@@ -210,7 +210,7 @@ class _LogRule:
 
     def __init__(self, rule: Rule, match: LogMatch) -> None:
         self.rule, self.match = rule, match
-        self.regex = re.compile(match.regex) if match.regex else None
+        self.regex = compile_regex(match.regex) if match.regex else None
         self.last: dict[tuple[tuple[str, str], ...], float] = {}
 
     def matches(self, text: str) -> bool:

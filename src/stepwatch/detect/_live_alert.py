@@ -69,27 +69,6 @@ class LiveAlert:
             baseline=alert.baseline,
         )
 
-    @classmethod
-    def _written(cls, event: Event) -> LiveAlert:
-        """An alert raised by hand (``run.event("alert", "text", rule=..., severity=...)``)."""
-        d = event.data
-        rule = str(d.get("rule") or "custom")
-        severity = str(d.get("severity") or "warning")
-        return cls(
-            id=alert_id("written", rule, event.labels, event.ts),
-            group="written",
-            rule=rule,
-            kind=str(d.get("alert_kind") or rule),
-            state=str(d.get("state") or "firing"),
-            severity=severity,
-            since=event.ts,
-            ts=event.ts,
-            value=float("nan"),
-            labels=dict(event.labels),
-            annotations={"summary": event.text},
-            playbook=str(d.get("playbook") or ""),
-        )
-
     @property
     def rule_key(self) -> tuple[str, str]:
         return (self.group, self.rule)
@@ -136,11 +115,8 @@ class LiveAlert:
 
     @classmethod
     def from_event(cls, event: Event) -> LiveAlert:
-        """Back from the store (the inverse of ``to_event``); an alert event that training
-        code or a client wrote itself reads as a firing alert of its own."""
+        """Back from the store (the inverse of ``to_event``)."""
         d = event.data
-        if "id" not in d:
-            return cls._written(event)
         return cls(
             id=str(d["id"]),
             group=str(d.get("group", "")),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .._regex import compile_regex
 from ..model import canonical_name, validate_label
 from ._policies import Policies, parse_policies
 from ._templates import check_template
@@ -190,9 +191,9 @@ def _log_match(at: At) -> LogMatch:
     regex = fields["regex"].text() if "regex" in fields else None
     if regex is not None:
         try:
-            re.compile(regex)
-        except re.error as exc:
-            raise fields["regex"].error(f"not a valid regular expression: {exc}") from None
+            compile_regex(regex)
+        except ValueError as exc:
+            raise fields["regex"].error(str(exc)) from None
     all_ = tuple(fields["all"].str_list()) if "all" in fields else ()
     any_ = tuple(fields["any"].str_list()) if "any" in fields else ()
     if regex is None and not all_ and not any_:

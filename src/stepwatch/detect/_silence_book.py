@@ -77,12 +77,17 @@ class SilenceBook:
         record: writes events (the collector's store); changes reach it one at a time, in
             order, and take effect once recorded.
         clock: wall time, in which silences start and end.
+        project_of: the project of a run: an alert's ``project`` label for matching, always
+            its run's (never a label the data carried), empty for an alert of no run.
     """
 
     def __init__(
-        self, record: Record = lambda events: None, clock: Callable[[], float] = time.time
+        self,
+        record: Record = lambda events: None,
+        clock: Callable[[], float] = time.time,
+        project_of: Callable[[str | None], str | None] = lambda run: None,
     ) -> None:
-        self._record, self._clock = record, clock
+        self._record, self._clock, self._project_of = record, clock, project_of
         self._changing = threading.Lock()  # held while a change is recorded: one at a time
         self._lock = threading.Lock()  # held briefly: readers never wait on a recording
         self._entries: dict[str, SilenceEntry] = {}
@@ -136,6 +141,8 @@ class SilenceBook:
         now = self._clock()
         with self._lock:
             entries = list(self._entries.values())
+        if entries:
+            labels = {**labels, "project": self._project_of(labels.get("run")) or ""}
         return any(e.active(now) and e.silence.mutes(labels, now) for e in entries)
 
     @property

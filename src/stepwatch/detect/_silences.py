@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .._regex import Regex, compile_regex
+
 __all__ = ["DEFAULT_INHIBITIONS", "Inhibition", "Matcher", "Silence", "inhibited"]
 
 
@@ -23,15 +25,13 @@ class Matcher:
     label: str
     value: str
     op: str = "="
+    _regex: Regex | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.op not in ("=", "!=", "=~", "!~"):
             raise ValueError(f"matcher operator must be =, !=, =~ or !~, got {self.op!r}")
-        if self.op in ("=~", "!~"):
-            try:
-                re.compile(self.value)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression {self.value!r}: {exc}") from None
+        if self.op in ("=~", "!~"):  # compiled once, by RE2: safe on any label value
+            object.__setattr__(self, "_regex", compile_regex(self.value))
 
     @classmethod
     def parse(cls, text: str) -> Matcher:
@@ -47,7 +47,8 @@ class Matcher:
             return value == self.value
         if self.op == "!=":
             return value != self.value
-        found = re.fullmatch(self.value, value) is not None
+        assert self._regex is not None
+        found = self._regex.fullmatch(value) is not None
         return found if self.op == "=~" else not found
 
 

@@ -22,11 +22,12 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from .._encryption import ENV_KEY, ENV_KEY_FILE
 from .._links import DEFAULT_PORT, look_again, run_link
 from ..collect import Agent, AgentOptions, HostSource, OutputPump, open_agent
 from ..model import Event, RunStatus
 from ..model import Run as RunRecord
-from ..spool import write_run
+from ..spool import Sealer, write_run
 
 __all__ = ["CommandNotFound", "Launch", "Outcome", "launch"]
 
@@ -110,6 +111,10 @@ def _child_env(options: AgentOptions) -> dict[str, str]:
     )
     if options.token:
         env["STEPWATCH_TOKEN"] = options.token
+    if options.encryption_key:  # the command's SDK seals with the launcher's key
+        env.pop(ENV_KEY_FILE, None)
+        env[ENV_KEY] = options.encryption_key.secret.hex()
+    env.update(options.tls.environ())
     return env
 
 
@@ -182,9 +187,9 @@ def launch(
 
     # `stepwatch server`'s port when free, so the run's link is the same when its store is served
     # again.
-    collector = ServerThread(launch.store_path, port=DEFAULT_PORT).start_or_elsewhere(
-        lambda line: say(f"stepwatch: {line}")
-    )
+    collector = ServerThread(
+        launch.store_path, port=DEFAULT_PORT, key=options.encryption_key
+    ).start_or_elsewhere(lambda line: say(f"stepwatch: {line}"))
     try:
         say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")
         options = dataclasses.replace(
@@ -215,7 +220,8 @@ def _record(
         config={"command": list(launch.command), "cwd": os.getcwd()},
         start=wall(),
     )
-    write_run(options.spool_root / record.id, record)
+    sealer = Sealer(options.encryption_key) if options.encryption_key else None
+    write_run(options.spool_root / record.id, record, sealer)
     agent = open_agent(options, run=record, say=say).start()
     say(f"stepwatch: run {record.id} on {run_link(str(options.server), record.id)}")
     try:
@@ -228,7 +234,7 @@ def _record(
     ended = _ended(record, status, wall())
     text = f"command exited with {code}" if sig is None else f"command killed by signal {sig}"
     agent.emit_event(Event(wall(), "process_exit", text, {}, {"returncode": code, "signal": sig}))
-    write_run(options.spool_root / record.id, ended)
+    write_run(options.spool_root / record.id, ended, sealer)
     if not agent.stop(launch.finish_timeout_s, ended):
         say(f"stepwatch: not all data reached {options.server}; `stepwatch sync` sends the rest")
     return Outcome(record.id, str(options.server), status, code, sig)

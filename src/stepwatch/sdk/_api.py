@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._tls import ClientTls
 from ..model import RunStatus
 from ._run import Run
 
@@ -28,8 +29,12 @@ def init(
     token: str | None = None,
     planned_total_steps: int | None = None,
     heartbeat_s: float | None = 5.0,
+    tls: ClientTls | None = None,
 ) -> Run:
     """Start logging a run and make it the current one.
+
+    With ``STEPWATCH_ENCRYPTION_KEY_FILE`` (or the key in ``STEPWATCH_ENCRYPTION_KEY``) set,
+    the spool is sealed with that key (see docs/security.md).
 
     Args:
         project: groups runs in the dashboard.
@@ -45,6 +50,9 @@ def init(
         token: bearer token for the collector; default env ``STEPWATCH_TOKEN``.
         planned_total_steps: lets the collector predict when the run ends.
         heartbeat_s: how often a liveness sample is sent even when nothing is logged.
+        tls: for an ``https://`` server, the CA to trust and the client certificate of mutual
+            TLS; default env ``STEPWATCH_CA_FILE``, ``STEPWATCH_CLIENT_CERT``,
+            ``STEPWATCH_CLIENT_KEY``, else the system's CAs.
     """
     run = Run(
         project=project,
@@ -60,6 +68,7 @@ def init(
         token=token,
         planned_total_steps=planned_total_steps,
         heartbeat_s=heartbeat_s,
+        tls=tls,
     )
     _current[:] = [run]
     return run

@@ -236,7 +236,8 @@ class Controller:
     ) -> None:
         self.run, self._handlers, self._hard_stop = run, dict(handlers), hard_stop
         if poller is None and run.server:
-            client = HttpClient(run.server, run.token, timeout_s=max(5.0, interval_s))
+            timeout_s = max(5.0, interval_s)
+            client = HttpClient(run.server, run.token, timeout_s=timeout_s, tls=run.tls)
             poller = CommandPoller(client, run.id, interval_s=interval_s)
         self._poller = poller.start() if poller is not None else None
         self._answers = run.labels.get("rank", "0") == "0"

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._encryption import EncryptionKey, resolve_key
+from .._tls import ClientTls
 from ..model import validate_label
 
 __all__ = ["Settings", "new_source_id", "resolve"]
@@ -22,13 +24,16 @@ _ENV_LABELS = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What init() resolved: the run id, where to send, where to spool, the series labels."""
+    """What init() resolved: the run id, where and how to send, where to spool, the labels,
+    the key that seals the spool (None: plain)."""
 
     run_id: str
     server: str | None
     token: str | None
     root: Path
     labels: dict[str, str]
+    tls: ClientTls
+    key: EncryptionKey | None = None
 
 
 def _run_id(given: str | None, environ: Mapping[str, str], wall: Callable[[], float]) -> str:
@@ -61,6 +66,7 @@ def resolve(
     environ: Mapping[str, str],
     hostname: str,
     wall: Callable[[], float],
+    tls: ClientTls | None = None,
 ) -> Settings:
     """Resolve init()'s arguments against the environment (read now, never at import)."""
     rid = _run_id(run_id, environ, wall)
@@ -71,6 +77,8 @@ def resolve(
         token=token or environ.get("STEPWATCH_TOKEN") or None,
         root=Path(root).expanduser(),
         labels=_labels(labels, environ, hostname, rid),
+        key=resolve_key(None, environ),
+        tls=tls or ClientTls.from_env(environ),
     )
 
 

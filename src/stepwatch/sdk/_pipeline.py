@@ -13,7 +13,7 @@ from typing import Any
 
 from ..model import NO_STEP, SeriesKey
 from ..model import Run as RunRecord
-from ..spool import Connect, HttpClient, Sender, Spool
+from ..spool import ClientTls, Connect, HttpClient, Sealer, Sender, Spool
 from ._buffer import Buffer, SeriesTable
 from ._ticker import Ticker
 from ._writer import BatchWriter
@@ -33,10 +33,11 @@ class Pipeline:
         spool_dir: this producer's own spool directory.
         source: the producer's source id (batches are numbered per source).
         labels: labels of the producer's own series (dropped samples, heartbeat).
-        server, token, connect: where to ship; no server means spool only.
+        server, token, tls, connect: where and how to ship; no server means spool only.
         run: the run record the sender creates on the collector first (None: no run).
         flush_interval_s, flush_samples: flush every interval, or sooner once this many wait.
         heartbeat_s: how often the heartbeat sample is added (None: never).
+        sealer: seals what is spooled (None: plain records).
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class Pipeline:
         *,
         server: str | None,
         token: str | None = None,
+        tls: ClientTls | None = None,
         run: Callable[[], RunRecord] | None = None,
         flush_interval_s: float = 1.0,
         flush_samples: int = 50_000,
@@ -54,15 +56,16 @@ class Pipeline:
         heartbeat_s: float | None = 5.0,
         wall: Callable[[], float] = time.time,
         connect: Connect | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         if flush_samples < 1 or flush_interval_s <= 0:
             raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
         self.source, self._wall, self._flush_samples = source, wall, flush_samples
         self.table, self._buffer = SeriesTable(), Buffer()
-        self.spool = Spool(spool_dir, max_bytes=max_spool_bytes)
+        self.spool = Spool(spool_dir, max_bytes=max_spool_bytes, sealer=sealer)
         self.sender: Sender | None = None
         if server:
-            client = HttpClient(server, token, connect=connect)
+            client = HttpClient(server, token, tls=tls, connect=connect)
             self.sender = Sender(self.spool, client, run, name=f"stepwatch-send-{source}")
         self._writer = BatchWriter(
             self._buffer,

@@ -20,9 +20,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..model import NO_STEP, RunStatus, SeriesKey, validate_label
+from .._encryption import EncryptionKey
+from .._tls import ClientTls
+from ..model import NO_STEP, RECORD_KINDS, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
-from ..spool import RUN_FILE, Connect, write_run
+from ..spool import RUN_FILE, Connect, Sealer, write_run
 from ._env import new_source_id, resolve
 from ._pipeline import Pipeline
 from ._registry import track, untrack
@@ -46,7 +48,8 @@ class Run:
     """One process's handle on a training run (see ``stepwatch.init`` for the arguments).
 
     The keyword-only arguments are the OS boundaries: the environment mapping,
-    the host name, the wall and step clocks, and the HTTP connection factory.
+    the host name, the wall and step clocks, and the HTTP connection factory; and the key
+    that seals the spool (default: from $STEPWATCH_ENCRYPTION_KEY_FILE or _KEY).
     """
 
     def __init__(
@@ -64,12 +67,14 @@ class Run:
         token: str | None = None,
         planned_total_steps: int | None = None,
         heartbeat_s: float | None = 5.0,
+        tls: ClientTls | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         hostname: str | None = None,
         wall_clock: Callable[[], float] = time.time,
         perf_clock: Callable[[], float] = time.perf_counter,
         connect: Connect | None = None,
+        encryption_key: EncryptionKey | None = None,
     ) -> None:
         settings = resolve(
             run_id=run_id,
@@ -80,11 +85,15 @@ class Run:
             environ=os.environ if environ is None else environ,
             hostname=hostname or socket.gethostname(),
             wall=wall_clock,
+            tls=tls,
         )
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
         self.token = settings.token  # for other clients of the collector (training control)
+        self.tls = settings.tls
         self.source = new_source_id(os.getpid())
         self.spool_dir: Path = settings.root / self.id / self.source
+        key = encryption_key or settings.key
+        self._sealer = Sealer(key) if key else None
         self._wall = wall_clock
         self._leader = self.labels.get("rank", "0") == "0"
         self._record = RunRecord(
@@ -97,7 +106,7 @@ class Run:
             planned_total_steps=planned_total_steps,
         )
         if self._leader or not (self.spool_dir.parent / RUN_FILE).exists():
-            write_run(self.spool_dir.parent, self._record)
+            write_run(self.spool_dir.parent, self._record, self._sealer)
         self._timer = StepTimer(self._log_timed, perf_clock)
         #: The step ``log()`` records at when given none: the last ``run.step(i)``, or the
         #: optimizer step in progress under ``watch()``; None (before either) records no step.
@@ -112,6 +121,7 @@ class Run:
             self.labels,
             server=settings.server,
             token=settings.token,
+            tls=settings.tls,
             run=lambda: self._record,
             flush_interval_s=flush_interval_s,
             flush_samples=flush_samples,
@@ -119,6 +129,7 @@ class Run:
             heartbeat_s=heartbeat_s,
             wall=wall_clock,
             connect=connect,
+            sealer=self._sealer,
         )
         track(self)
 
@@ -209,9 +220,15 @@ class Run:
             self.log(times, step=step)
 
     def event(self, kind: str, text: str = "", **data: Any) -> None:
-        """Record an event (a checkpoint, a notable log line) carried with the next batch."""
+        """Record an event (a checkpoint, a notable log line) carried with the next batch.
+
+        Kinds of the collector's own records (``alert``, ``silence``, ``audit``...) are refused
+        here, where the mistake is made: the collector would refuse the whole batch.
+        """
         if not isinstance(kind, str) or not kind:
             raise TypeError("event kind must be a non-empty str")
+        if kind in RECORD_KINDS:
+            raise ValueError(f"event kind {kind!r} is reserved for the collector's own records")
         if not isinstance(text, str):
             raise TypeError(f"event text must be a str, got {type(text).__name__}")
         try:
@@ -243,7 +260,7 @@ class Run:
         self._record = dataclasses.replace(self._record, status=status, end=self._wall())
         records_end = self._leader or status != RunStatus.FINISHED
         if records_end:
-            write_run(self.spool_dir.parent, self._record)
+            write_run(self.spool_dir.parent, self._record, self._sealer)
         try:
             self._pipeline.close(timeout_s, self._record if records_end else None)
         finally:

@@ -1,7 +1,17 @@
 """The collector: HTTP ingest with group commit, the query and runs API, and the web page."""
 
+from .._tls import ServerTls
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
+from ._guards import HostAllowList
 from ._serve import ServerThread, serve
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServerThread", "create_app", "is_loopback", "serve"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "ServerThread",
+    "ServerTls",
+    "HostAllowList",
+    "create_app",
+    "is_loopback",
+    "serve",
+]

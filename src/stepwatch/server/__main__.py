@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._encryption import ENV_KEY_FILE, EncryptionError, resolve_key
+from .._tls import ServerTls
 from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
     """Parse the command line and serve until SIGINT/SIGTERM."""
+    env = dict(os.environ) if env is None else env
     parser = argparse.ArgumentParser(prog="python -m stepwatch.server", description=__doc__)
     parser.add_argument("--store", type=Path, default=Path("stepwatch.duckdb"), help="DuckDB file")
     parser.add_argument("--host", default="127.0.0.1")
@@ -34,6 +38,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--notify", type=Path, default=None, help="notifications file: receivers and routes"
     )
+    parser.add_argument(
+        "--encryption-key-file",
+        type=Path,
+        default=env.get(ENV_KEY_FILE),
+        help="key of an encrypted store (default: env STEPWATCH_ENCRYPTION_KEY_FILE, "
+        "else the key in STEPWATCH_ENCRYPTION_KEY)",
+    )
+    parser.add_argument("--tls-cert", type=Path, default=None, help="serve HTTPS: certificate")
+    parser.add_argument("--tls-key", type=Path, default=None, help="its private key")
+    parser.add_argument(
+        "--tls-client-ca", type=Path, default=None, help="mutual TLS: CA of client certificates"
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="a name the collector is reached by, besides its bind address and localhost",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -45,10 +67,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             rules=args.rules,
             notify=args.notify,
             playbooks=args.playbooks,
+            key=resolve_key(args.encryption_key_file, env),
+            tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
+            allowed_hosts=args.allowed_host,
         )
-    except (RuleError, StoreError, OSError) as exc:
+    except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a
-        # port in use: one line, no traceback.
+        # port in use, a key that is not the store's, a certificate that cannot be loaded: one
+        # line, no traceback.
         raise SystemExit(f"error: {exc}") from None
 
 

@@ -19,10 +19,11 @@ from ..act import (
     Remediation,
     UnknownAction,
 )
-from ..auth import Permission
-from ._auth import need
+from ..auth import ANONYMOUS, Identity
+from ._auth import Admin, Operator, Reader
 from ._errors import ApiError, error_responses
 from ._jsonio import JSON, clean
+from ._scope import Scope
 
 __all__ = ["actions_router"]
 
@@ -37,16 +38,14 @@ class RequestIn(BaseModel):
 
     playbook: str = Field(min_length=1, max_length=256)
     labels: dict[str, str] = Field(default_factory=dict)
-    by: str = Field(default="api", min_length=1, max_length=256)
     dry_run: bool | None = None
 
 
 class DecisionIn(BaseModel):
-    """Who approves or rejects, and why."""
+    """Why (who approves or rejects is the caller's identity)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=256)
     comment: str = Field(default="", max_length=4096)
 
 
@@ -57,44 +56,59 @@ def _json(action: Action) -> JSON:
 class _Actions:
     """The actions routes over the collector's remediation; each method is one route."""
 
-    def __init__(self, remediation: Remediation) -> None:
-        self.remediation = remediation
+    def __init__(self, remediation: Remediation, scope: Scope) -> None:
+        self.remediation, self.scope = remediation, scope
 
-    def playbooks(self) -> JSON:
+    def playbooks(self, who: Reader) -> JSON:
         """The allow-list: what may run, and how."""
         return JSON([p.as_json() for p in self.remediation.playbooks])
 
     def list_actions(
         self,
+        who: Reader,
         run: str | None = None,
         state: str | None = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     ) -> JSON:
-        """The actions, newest first."""
+        """The actions of the caller's projects, newest first."""
         if state is not None and state not in ACTION_STATES:
             raise ApiError(400, f"state must be one of {', '.join(ACTION_STATES)}, not {state!r}")
         chosen = [
             a
             for a in self.remediation.actions()
-            if (run is None or a.labels.get("run") == run) and (state is None or a.state == state)
+            if (run is None or a.labels.get("run") == run)
+            and (state is None or a.state == state)
+            and self.scope.sees(who, a.labels)
         ]
         return JSON([clean(a.as_json()) for a in chosen[:limit]])
 
-    def get(self, action_id: str) -> JSON:
-        """One action with its output; 404 for an unknown id."""
+    def _action(self, who: Identity, action_id: str) -> Action:
+        """The action, when it is of the caller's projects; else 404 as for an unknown id."""
         try:
-            return _json(self.remediation.get(action_id))
+            action = self.remediation.get(action_id)
         except UnknownAction:
-            raise ApiError(404, f"unknown action {action_id!r}") from None
+            action = None
+        if action is None or not self.scope.sees(who, action.labels):
+            raise ApiError(404, f"unknown action {action_id!r}")
+        return action
 
-    async def request(self, body: RequestIn) -> JSON:
+    def get(self, who: Reader, action_id: str) -> JSON:
+        """One action with its output; 404 for an unknown id."""
+        return _json(self._action(who, action_id))
+
+    async def request(self, who: Operator, body: RequestIn) -> JSON:
         """Request a run by hand: 403 outside the allow-list, 400 for unfit labels."""
-        return await run_in_threadpool(self._request, body)
+        return await run_in_threadpool(self._request, who, body)
 
-    def _request(self, body: RequestIn) -> JSON:
+    def _request(self, who: Identity, body: RequestIn) -> JSON:
+        run = body.labels.get("run")
+        if who.projects is not None:  # one of a project's operators acts on its runs only
+            if run is None:
+                raise ApiError(403, f"{who.name} may only act on runs: name one in labels.run")
+            self.scope.run(who, run)
         try:
             action = self.remediation.request(
-                body.playbook, body.labels, body.by, dry_run=body.dry_run
+                body.playbook, body.labels, who.actor, dry_run=body.dry_run
             )
         except NotAllowed as exc:
             raise ApiError(403, str(exc)) from None
@@ -102,34 +116,42 @@ class _Actions:
             raise ApiError(400, str(exc)) from None
         return _json(action)
 
-    async def approve(self, action_id: str, body: DecisionIn) -> JSON:
-        """Let a pending action run; 409 when it is not pending."""
-        return await run_in_threadpool(self._decide, self.remediation.approve, action_id, body)
+    async def approve(self, who: Admin, action_id: str, body: DecisionIn) -> JSON:
+        """One approval of a pending action, by an admin other than its requester (and other
+        than its approvers so far); 409 when it is not pending."""
+        if who == ANONYMOUS:
+            raise ApiError(
+                403,
+                "approvals need identities: start the collector with --auth, and approve "
+                "with an admin token other than the requester's",
+            )
+        return await run_in_threadpool(self._decide, self.remediation.approve, who, action_id, body)
 
-    async def reject(self, action_id: str, body: DecisionIn) -> JSON:
+    async def reject(self, who: Operator, action_id: str, body: DecisionIn) -> JSON:
         """Refuse a pending action; 409 when it is not pending."""
-        return await run_in_threadpool(self._decide, self.remediation.reject, action_id, body)
+        return await run_in_threadpool(self._decide, self.remediation.reject, who, action_id, body)
 
-    @staticmethod
-    def _decide(decide: Decide, action_id: str, body: DecisionIn) -> JSON:
+    def _decide(self, decide: Decide, who: Identity, action_id: str, body: DecisionIn) -> JSON:
+        self._action(who, action_id)
         try:
-            return _json(decide(action_id, body.by, body.comment))
+            return _json(decide(action_id, who.actor, body.comment))
         except UnknownAction:
             raise ApiError(404, f"unknown action {action_id!r}") from None
+        except NotAllowed as exc:
+            raise ApiError(403, str(exc)) from None
         except ActionConflict as exc:
             raise ApiError(409, str(exc)) from None
 
 
-def actions_router(remediation: Remediation) -> APIRouter:
-    """The actions and playbooks routes over ``remediation``."""
-    actions = _Actions(remediation)
+def actions_router(remediation: Remediation, scope: Scope) -> APIRouter:
+    """The actions and playbooks routes over ``remediation``, limited to the caller's
+    projects."""
+    actions = _Actions(remediation, scope)
     router = APIRouter(prefix="/api/v1", responses=error_responses(409))
-    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
-    router.add_api_route("/playbooks", actions.playbooks, methods=["GET"], dependencies=read)
-    router.add_api_route("/actions", actions.list_actions, methods=["GET"], dependencies=read)
-    router.add_api_route("/actions", actions.request, methods=["POST"], dependencies=operate)
-    router.add_api_route("/actions/{action_id}", actions.get, methods=["GET"], dependencies=read)
-    for verb, decide in (("approve", actions.approve), ("reject", actions.reject)):
-        path = f"/actions/{{action_id}}/{verb}"
-        router.add_api_route(path, decide, methods=["POST"], dependencies=operate)
+    router.add_api_route("/playbooks", actions.playbooks, methods=["GET"])
+    router.add_api_route("/actions", actions.list_actions, methods=["GET"])
+    router.add_api_route("/actions", actions.request, methods=["POST"])
+    router.add_api_route("/actions/{action_id}", actions.get, methods=["GET"])
+    router.add_api_route("/actions/{action_id}/approve", actions.approve, methods=["POST"])
+    router.add_api_route("/actions/{action_id}/reject", actions.reject, methods=["POST"])
     return router

@@ -29,9 +29,9 @@ class ActionsClient(AlertsClient):
         return dict(self._call("GET", f"/api/v1/actions/{action_id}"))
 
     def request(
-        self, playbook: str, labels: Mapping[str, str], by: str, dry_run: bool | None = None
+        self, playbook: str, labels: Mapping[str, str], dry_run: bool | None = None
     ) -> dict[str, Any]:
-        body = {"playbook": playbook, "labels": dict(labels), "by": by, "dry_run": dry_run}
+        body = {"playbook": playbook, "labels": dict(labels), "dry_run": dry_run}
         return dict(self._call("POST", "/api/v1/actions", json=body))
 
     def tokens(self) -> list[dict[str, Any]]:
@@ -46,9 +46,9 @@ class ActionsClient(AlertsClient):
     def revoke_token(self, key: str) -> dict[str, Any]:
         return dict(self._call("DELETE", f"/api/v1/tokens/{key}"))
 
-    def decide(self, action_id: str, verb: str, by: str, comment: str = "") -> dict[str, Any]:
-        """``verb`` is ``approve`` or ``reject``."""
-        body = {"by": by, "comment": comment}
+    def decide(self, action_id: str, verb: str, comment: str = "") -> dict[str, Any]:
+        """``verb`` is ``approve`` or ``reject`` (the token says who decides)."""
+        body = {"comment": comment}
         return dict(self._call("POST", f"/api/v1/actions/{action_id}/{verb}", json=body))
 
     def audit(
@@ -60,6 +60,10 @@ class ActionsClient(AlertsClient):
     ) -> list[dict[str, Any]]:
         params = _params(run=run, action=action, kind=kind, limit=limit)
         return list(self._call("GET", "/api/v1/audit", params=params))
+
+    def audit_head(self) -> dict[str, Any]:
+        """The last record's seq and the hash that chains every record before it."""
+        return dict(self._call("GET", "/api/v1/audit/head"))
 
 
 def actions_table(actions: Sequence[dict[str, Any]]) -> Table:
@@ -134,6 +138,8 @@ def action_text(a: Mapping[str, Any]) -> str:
         state += f", exit {a['exit_code']} after {a.get('duration_s', 0):.2f} s"
     if a["state"] == "pending":
         decided = f"not yet: stepwatch actions approve {a['id']} (or reject)"
+        if a.get("approvals"):
+            decided += f"; approved so far by {', '.join(a['approvals'])}"
     else:
         decided = f"by {a['decided_by']}" if a.get("decided_by") else "no approval needed"
         decided += f": {a['comment']}" if a.get("comment") else ""

@@ -10,14 +10,15 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import Permission
+from ..auth import Identity
 from ..detect import AlertState, LiveAlert, group_alerts
 from ..model import Event
 from ._alert_stream import alert_json
-from ._auth import need
+from ._auth import Operator, Reader
 from ._detection import ACK_EVENT, Detection, acked_ids, latest_alerts
 from ._errors import ApiError
 from ._jsonio import JSON
+from ._scope import Scope
 
 __all__ = ["alerts_router"]
 
@@ -27,11 +28,10 @@ States = Literal["open", "firing", "pending", "resolved", "all"]
 
 
 class AckIn(BaseModel):
-    """Who acknowledges, and why."""
+    """Why (who acknowledges is the caller's identity)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(default="", max_length=256)
     comment: str = Field(default="", max_length=4096)
 
 
@@ -48,8 +48,13 @@ def _wanted(alert: LiveAlert, state: States, kind: str | None) -> bool:
 class _Alerts:
     """The alerts routes over the collector's detection; each method is one route."""
 
-    def __init__(self, detection: Detection) -> None:
-        self.detection = detection
+    def __init__(self, detection: Detection, scope: Scope) -> None:
+        self.detection, self.scope = detection, scope
+
+    def _latest(self, who: Identity, run: str | None = None) -> list[LiveAlert]:
+        """The latest state of each alert of the caller's projects (oldest first)."""
+        found = latest_alerts(self.detection.store, run).values()
+        return [a for a in found if self.scope.sees(who, a.labels)]
 
     def _current(self, alert: LiveAlert) -> LiveAlert:
         """A firing alert also counts as silenced when a silence made since matches it."""
@@ -59,6 +64,7 @@ class _Alerts:
 
     def list_alerts(
         self,
+        who: Reader,
         run: str | None = None,
         state: States = "open",
         kind: str | None = None,
@@ -66,13 +72,14 @@ class _Alerts:
     ) -> JSON:
         """The latest state of each alert, newest first."""
         store = self.detection.store
-        chosen = [a for a in latest_alerts(store, run).values() if _wanted(a, state, kind)]
+        chosen = [a for a in self._latest(who, run) if _wanted(a, state, kind)]
         chosen.sort(key=lambda a: (a.ts, a.id), reverse=True)
         acked = acked_ids(store, run)
         return JSON([alert_json(self._current(a), a.id in acked) for a in chosen[:limit]])
 
     def groups(
         self,
+        who: Reader,
         by: str = "kind,run",
         run: str | None = None,
         state: States = "open",
@@ -84,7 +91,7 @@ class _Alerts:
         if not labels:
             raise ApiError(400, "by: give at least one label to group by, e.g. kind,run")
         store = self.detection.store
-        chosen = [a for a in latest_alerts(store, run).values() if _wanted(a, state, kind)]
+        chosen = [a for a in self._latest(who, run) if _wanted(a, state, kind)]
         acked = acked_ids(store, run)
         return JSON(
             [
@@ -99,42 +106,41 @@ class _Alerts:
             ]
         )
 
-    def stats(self) -> JSON:
-        """Detection's own health: samples seen, waiting, skipped, raised in time, failures,
-        and the rules still warming up (per entity: how much baseline they have)."""
+    def stats(self, who: Reader) -> JSON:
+        """Detection's own health: samples seen, waiting, skipped, raised in time, failures
+        (collector-wide counts), and the rules still warming up on the caller's entities."""
         live = self.detection.live
         counts = dataclasses.asdict(live.stats)
-        warming = live.warming_up()
+        warming = [w for w in live.warming_up() if self.scope.sees(who, w["labels"])]
         return JSON(
             {"rules": len(live.rules), "queued": live.queued, **counts, "warming_up": warming}
         )
 
-    async def stream(self, run: str | None = None) -> StreamingResponse:
+    async def stream(self, who: Reader, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""
-        return self.detection.streams.response(run)
+        return self.detection.streams.response(run, self.scope.hears(who))
 
-    async def ack(self, alert_id: str, body: AckIn) -> JSON:
+    async def ack(self, who: Operator, alert_id: str, body: AckIn) -> JSON:
         """Mark an alert acknowledged (recorded as an event); 404 for an unknown id."""
-        return await run_in_threadpool(self._ack, alert_id, body)
+        return await run_in_threadpool(self._ack, who, alert_id, body)
 
-    def _ack(self, alert_id: str, body: AckIn) -> JSON:
+    def _ack(self, who: Identity, alert_id: str, body: AckIn) -> JSON:
         alert = latest_alerts(self.detection.store).get(alert_id)
-        if alert is None:
+        if alert is None or not self.scope.sees(who, alert.labels):
             raise ApiError(404, f"unknown alert {alert_id!r}")
-        data = {"id": alert_id, "by": body.by, "comment": body.comment}
+        data = {"id": alert_id, "by": who.actor, "comment": body.comment}
         event = Event(self.detection.clock(), ACK_EVENT, body.comment, dict(alert.labels), data)
         self.detection.log.write([event])
         return JSON(alert_json(self._current(alert), acked=True))
 
 
-def alerts_router(detection: Detection) -> APIRouter:
-    """The alerts routes over ``detection``."""
-    alerts = _Alerts(detection)
+def alerts_router(detection: Detection, scope: Scope) -> APIRouter:
+    """The alerts routes over ``detection``, limited to the caller's projects."""
+    alerts = _Alerts(detection, scope)
     router = APIRouter(prefix="/api/v1/alerts")
-    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
-    router.add_api_route("", alerts.list_alerts, methods=["GET"], dependencies=read)
-    router.add_api_route("/stream", alerts.stream, methods=["GET"], dependencies=read)
-    router.add_api_route("/groups", alerts.groups, methods=["GET"], dependencies=read)
-    router.add_api_route("/stats", alerts.stats, methods=["GET"], dependencies=read)
-    router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"], dependencies=operate)
+    router.add_api_route("", alerts.list_alerts, methods=["GET"])
+    router.add_api_route("/stream", alerts.stream, methods=["GET"])
+    router.add_api_route("/groups", alerts.groups, methods=["GET"])
+    router.add_api_route("/stats", alerts.stats, methods=["GET"])
+    router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"])
     return router

@@ -11,6 +11,7 @@ import httpx
 from rich.table import Table
 
 from .._text import format_duration, plural, unreachable
+from .._tls import ClientTls
 
 __all__ = [
     "AlertsClient",
@@ -36,6 +37,7 @@ class AlertsClient:
     Args:
         url: the collector, e.g. ``http://127.0.0.1:7070``.
         token: sent as ``Authorization: Bearer TOKEN`` when given.
+        tls: the CA to trust and the client certificate, for an ``https://`` URL.
         transport: an httpx transport (tests and embedding); the network by default.
     """
 
@@ -45,12 +47,17 @@ class AlertsClient:
         token: str | None = None,
         *,
         timeout_s: float = 30.0,
+        tls: ClientTls | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._url = url.rstrip("/")
         self._http = httpx.Client(
-            base_url=self._url, headers=headers, timeout=timeout_s, transport=transport
+            base_url=self._url,
+            headers=headers,
+            timeout=timeout_s,
+            verify=(tls or ClientTls()).verify(url),
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -92,14 +99,9 @@ class AlertsClient:
         return list(self._call("GET", "/api/v1/alerts/groups", params=params))
 
     def add_silence(
-        self, matchers: Sequence[str], duration_s: float, comment: str = "", created_by: str = ""
+        self, matchers: Sequence[str], duration_s: float, comment: str = ""
     ) -> dict[str, Any]:
-        body = {
-            "matchers": list(matchers),
-            "duration_s": duration_s,
-            "comment": comment,
-            "created_by": created_by,
-        }
+        body = {"matchers": list(matchers), "duration_s": duration_s, "comment": comment}
         return dict(self._call("POST", "/api/v1/silences", json=body))
 
     def silences(self, include_ended: bool = False) -> list[dict[str, Any]]:

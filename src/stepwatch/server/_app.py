@@ -27,11 +27,13 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
+from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
 from ._notifications import Notifications
 from ._query import query_router
 from ._runs import runs_router
+from ._scope import Scope
 from ._session_api import session_router
 from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
@@ -92,6 +94,9 @@ def create_app(
     *,
     tokens: TokenBook | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_hosts: HostAllowList | None = None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    max_queued_rows: int = 4_000_000,
     clock: Callable[[], float] = time.time,
     compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
@@ -106,6 +111,9 @@ def create_app(
         tokens: the tokens that open the API; None leaves it open (fit for a loopback bind
             only: everyone is the local admin).
         max_body_bytes: ingest bodies above this are refused with 413.
+        allowed_hosts: the Host names it answers to (default: loopback names only).
+        max_json_bytes: every other request body above this is refused with 413.
+        max_queued_rows: samples and events waiting for the store before ingest answers 503.
         clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
         compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
@@ -113,15 +121,26 @@ def create_app(
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
     """
-    writer = GroupWriter(store, compact_interval_s=compact_interval_s)
+    writer = GroupWriter(
+        store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
+    )
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
     rules = rules or RuleFiles(base=builtin_rules())
+    scope = Scope(store)  # projects are tenants: every route below sees only the caller's
     detection = Detection(
-        store, writer, rules, lateness_s=lateness_s, clock=clock, playbooks=playbooks
+        store,
+        writer,
+        rules,
+        lateness_s=lateness_s,
+        clock=clock,
+        playbooks=playbooks,
+        project_of=scope.project_of,
     )
     writer.on_commit.append(detection.live.feed)
-    notifications = Notifications(notify, detection.live, detection.log.record, clock)
+    notifications = Notifications(
+        notify, detection.live, detection.log.record, clock, scope.project_of
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -149,6 +168,12 @@ def create_app(
     )
     app.state.guard = Guard(tokens)
     install_error_handlers(app)
+    app.add_middleware(
+        Guards,
+        hosts=allowed_hosts or HostAllowList.of("127.0.0.1"),
+        max_json_bytes=max_json_bytes,
+        own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
+    )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     include(app, _probes(writer))
@@ -156,15 +181,15 @@ def create_app(
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, max_body_bytes, clock))
-    include(app, dashboard_router(store))  # before runs: /runs/summary is no run id
-    include(app, stream_router(streams))
-    include(app, runs_router(store, clock, detection.finish_run))
-    include(app, commands_router(detection.commands, store, detection.log))
-    include(app, alerts_router(detection))
+    include(app, ingest_router(writer, max_body_bytes, clock, scope))
+    include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
+    include(app, stream_router(streams, scope))
+    include(app, runs_router(scope, clock, detection.finish_run))
+    include(app, commands_router(detection.commands, scope, detection.log))
+    include(app, alerts_router(detection, scope))
     include(app, silences_router(detection.silences))
-    include(app, actions_router(detection.remediation))
-    include(app, audit_router(store))
-    include(app, query_router(store))
+    include(app, actions_router(detection.remediation, scope))
+    include(app, audit_router(scope))
+    include(app, query_router(scope))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

@@ -1,4 +1,5 @@
-"""Audit API: every notification, command, approval and playbook run, newest first."""
+"""Audit API: every notification, command, approval and playbook run, newest first, and the
+head of the hash chain that makes an edit of them evident."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..act import AUDIT_EVENT, AuditRecord
-from ..auth import Permission
 from ..model import Event
-from ..store import Store
-from ._auth import need
+from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
+from ._scope import Scope
 
 __all__ = ["audit_json", "audit_router"]
 
@@ -38,12 +38,15 @@ def audit_json(event: Event, record: AuditRecord) -> dict[str, object]:
     )
 
 
-def audit_router(store: Store) -> APIRouter:
-    """``GET /api/v1/audit`` over the store's audit events."""
-    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
+def audit_router(scope: Scope) -> APIRouter:
+    """``GET /api/v1/audit`` over the store's audit events of the caller's projects (records
+    of no run, such as token changes, are for identities of every project)."""
+    router = APIRouter(prefix="/api/v1")
+    store = scope.store
 
     @router.get("/audit")
     def audit(
+        who: Reader,
         run: str | None = None,
         action: str | None = None,
         kind: str | None = None,
@@ -55,15 +58,19 @@ def audit_router(store: Store) -> APIRouter:
         if since is not None and not math.isfinite(since):
             raise ApiError(400, "since must be a finite number of seconds")
         filtered = action is not None or kind is not None
-        events = store.events(
-            run=run, kind=AUDIT_EVENT, start=since, limit=HISTORY if filtered else limit
+        events = store.records(
+            run=run,
+            kind=AUDIT_EVENT,
+            start=since,
+            limit=HISTORY if filtered else limit,
+            runs=scope.runs_of(who),
         )
         out = []
         for event in reversed(events):
             try:
                 record = AuditRecord.from_event(event)
             except ValueError:
-                continue  # an "audit" event a client wrote in another shape
+                continue  # a record in a shape this version does not read
             if (action is None or record.action == action) and (
                 kind is None or record.kind == kind
             ):
@@ -71,5 +78,15 @@ def audit_router(store: Store) -> APIRouter:
                 if len(out) == limit:
                     break
         return JSON(out)
+
+    @router.get("/audit/head")
+    def head(who: Reader) -> JSON:
+        """The head of the hash chain over the collector's records (audit included): write
+        it down elsewhere, and ``stepwatch audit verify`` shows later whether the store still
+        leads to it. The chain spans every project, so only tokens of every project read it."""
+        if who.projects is not None:
+            raise ApiError(403, f"{who.name}: the head of the chain is for tokens of every project")
+        found = store.record_head()
+        return JSON({"seq": found.seq, "hash": found.hash})
 
     return router

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..act import CommandBook, CommandError
-from ..auth import Permission
-from ..model import Run, RunStatus
-from ..store import Store
-from ._auth import need
+from ..auth import Identity, Permission
+from ..model import RunStatus
+from ._auth import Ingester, Need, Operator
 from ._errors import ApiError, error_responses
 from ._event_log import EventLog
 from ._jsonio import JSON
+from ._scope import Scope
 
 __all__ = ["commands_router"]
 
@@ -27,7 +27,6 @@ class CommandIn(BaseModel):
 
     action: str = Field(max_length=64)
     args: dict[str, Any] = Field(default_factory=dict)
-    by: str = Field(default="", max_length=256)
     reason: str = Field(default="", max_length=4096)
 
 
@@ -39,33 +38,30 @@ class AckIn(BaseModel):
     result: Literal["ok", "failed", "unsupported"]
     detail: str = Field(default="", max_length=4096)
     step: int | None = Field(default=None, ge=0)
-    by: str = Field(default="", max_length=256)
+
+
+#: The run's SDK, and people looking.
+Poller = Annotated[Identity, Depends(Need(Permission.WRITE, Permission.READ))]
 
 
 class _Commands:
-    """The command routes over the collector's book, its store (which runs exist) and its log."""
+    """The command routes over the collector's book, the caller's runs and its log."""
 
-    def __init__(self, book: CommandBook, store: Store, log: EventLog) -> None:
-        self.book, self.store, self.log = book, store, log
+    def __init__(self, book: CommandBook, scope: Scope, log: EventLog) -> None:
+        self.book, self.scope, self.log = book, scope, log
 
-    def _known(self, run_id: str) -> Run:
-        run = self.store.get_run(run_id)
-        if run is None:
-            raise ApiError(404, f"unknown run {run_id!r}")
-        return run
-
-    async def issue(self, run_id: str, body: CommandIn) -> JSON:
+    async def issue(self, who: Operator, run_id: str, body: CommandIn) -> JSON:
         """Queue a command; 400 for an unknown action or bad arguments, 409 for a run that has
         ended and will never poll again (nothing is queued)."""
-        return await run_in_threadpool(self._issue, run_id, body)
+        return await run_in_threadpool(self._issue, who, run_id, body)
 
-    def _issue(self, run_id: str, body: CommandIn) -> JSON:
-        run = self._known(run_id)
+    def _issue(self, who: Identity, run_id: str, body: CommandIn) -> JSON:
+        run = self.scope.run(who, run_id)
         if run.status != RunStatus.RUNNING:
             raise ApiError(409, f"run {run_id!r} is {run.status}: it takes no more commands")
         try:
             command, events = self.book.issue(
-                run_id, body.action, body.args, by=body.by, reason=body.reason
+                run_id, body.action, body.args, by=who.actor, reason=body.reason
             )
         except CommandError as exc:
             raise ApiError(400, str(exc)) from None
@@ -74,26 +70,27 @@ class _Commands:
 
     def poll(
         self,
+        who: Poller,
         run_id: str,
         after: Annotated[int, Query(ge=0)] = 0,
         status: Literal["pending", "all"] = "all",
     ) -> JSON:
         """The run's commands numbered above ``after`` (the SDK sends the last it saw)."""
-        self._known(run_id)
+        self.scope.run(who, run_id)
         chosen = self.book.after(run_id, after)
         if status == "pending":
             chosen = [c for c in chosen if c.pending]
         return JSON([c.as_json() for c in chosen])
 
-    async def ack(self, run_id: str, command_id: str, body: AckIn) -> JSON:
+    async def ack(self, who: Ingester, run_id: str, command_id: str, body: AckIn) -> JSON:
         """Record the result; a repeated identical answer is fine, a different one is 409."""
-        return await run_in_threadpool(self._ack, run_id, command_id, body)
+        return await run_in_threadpool(self._ack, who, run_id, command_id, body)
 
-    def _ack(self, run_id: str, command_id: str, body: AckIn) -> JSON:
-        self._known(run_id)
+    def _ack(self, who: Identity, run_id: str, command_id: str, body: AckIn) -> JSON:
+        self.scope.run(who, run_id)
         try:
             command, events = self.book.ack(
-                run_id, command_id, body.result, detail=body.detail, step=body.step, by=body.by
+                run_id, command_id, body.result, detail=body.detail, step=body.step, by=who.actor
             )
         except KeyError:
             raise ApiError(404, f"unknown command {command_id!r} of run {run_id!r}") from None
@@ -104,15 +101,11 @@ class _Commands:
         return JSON(command.as_json())
 
 
-def commands_router(book: CommandBook, store: Store, log: EventLog) -> APIRouter:
-    """The command routes of every run."""
-    commands = _Commands(book, store, log)
+def commands_router(book: CommandBook, scope: Scope, log: EventLog) -> APIRouter:
+    """The command routes of every run the caller sees."""
+    commands = _Commands(book, scope, log)
     router = APIRouter(prefix="/api/v1/runs/{run_id}/commands", responses=error_responses(409))
-    operate, write = [need(Permission.OPERATE)], [need(Permission.WRITE)]
-    polls = [need(Permission.WRITE, Permission.READ)]  # the run's SDK, and people looking
-    router.add_api_route(
-        "", commands.issue, methods=["POST"], status_code=201, dependencies=operate
-    )
-    router.add_api_route("", commands.poll, methods=["GET"], dependencies=polls)
-    router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"], dependencies=write)
+    router.add_api_route("", commands.issue, methods=["POST"], status_code=201)
+    router.add_api_route("", commands.poll, methods=["GET"])
+    router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"])
     return router

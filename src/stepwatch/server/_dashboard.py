@@ -7,14 +7,13 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Query
 
-from ..auth import Permission
 from ..model import NO_STEP
-from ..store import Store
-from ._auth import need
+from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean, column
-from ._params import label_match, metric_name, time_range
+from ._params import metric_name, time_range
 from ._params import points as check_points
+from ._scope import Scope
 
 __all__ = ["dashboard_router"]
 
@@ -51,20 +50,24 @@ def _field(data: dict[str, np.ndarray], name: str) -> list[Any]:
 class _Dashboard:
     """The routes over one store; each method is one route (FastAPI reads its parameters)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, scope: Scope) -> None:
+        self.scope, self.store = scope, scope.store
 
     def summary(
-        self, run: str | None = None, project: str | None = None, status: str | None = None
+        self,
+        who: Reader,
+        run: str | None = None,
+        project: str | None = None,
+        status: str | None = None,
     ) -> JSON:
         """Every run (or one) with progress, steps/s, ETA, loss, tokens/s, last update, alerts."""
         found = self.store.run_summaries(project=project, status=status)
-        if run is not None:
-            found = [s for s in found if s.run.id == run]
+        found = [s for s in found if who.sees(s.run.project) and run in (None, s.run.id)]
         return JSON([_summary_json(s) for s in found])
 
     def logs(
         self,
+        who: Reader,
         run: str | None = None,
         q: str | None = None,
         node: str | None = None,
@@ -80,6 +83,7 @@ class _Dashboard:
             raise ApiError(400, f"level must be one of {', '.join(LEVELS)}")
         found = self.store.logs(
             run=run,
+            runs=self.scope.runs_of(who),
             text=q or None,
             node=node,
             rank=rank,
@@ -92,6 +96,7 @@ class _Dashboard:
 
     def multi(
         self,
+        who: Reader,
         start: float,
         end: float,
         name: Names = None,
@@ -111,7 +116,8 @@ class _Dashboard:
         if not wanted or not set(wanted) <= set(FIELDS):
             raise ApiError(400, f"fields must be a comma list of {', '.join(FIELDS)}")
         names = None if not name else [metric_name(x) for x in name]
-        found = self.store.downsample_many(names, label_match(run, label), start, end, n, wanted)
+        match = self.scope.match(who, run, label)
+        found = self.store.downsample_many(names, match, start, end, n, wanted)
         return JSON(
             {
                 "start": start,
@@ -130,10 +136,10 @@ class _Dashboard:
         )
 
 
-def dashboard_router(store: Store) -> APIRouter:
+def dashboard_router(scope: Scope) -> APIRouter:
     """The dashboard's routes; include it before the runs router (``/runs/summary``)."""
-    dash = _Dashboard(store)
-    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
+    dash = _Dashboard(scope)
+    router = APIRouter(prefix="/api/v1")
     router.add_api_route("/runs/summary", dash.summary, methods=["GET"])
     router.add_api_route("/logs", dash.logs, methods=["GET"])
     router.add_api_route("/query/multi", dash.multi, methods=["GET"])

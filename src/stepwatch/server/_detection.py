@@ -42,10 +42,10 @@ log = logging.getLogger("stepwatch.server")
 
 
 def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
-    """The latest transition of each alert the store holds, by id, oldest first (alerts that
-    training code raised itself included); an event too malformed to read is left out."""
+    """The latest transition of each alert the store holds, by id, oldest first; a record too
+    malformed to read is left out."""
     latest: dict[str, LiveAlert] = {}
-    for event in store.events(run=run, kind=ALERT_EVENT, limit=HISTORY):
+    for event in store.records(run=run, kind=ALERT_EVENT, limit=HISTORY):
         try:
             alert = LiveAlert.from_event(event)
         except (KeyError, TypeError, ValueError):
@@ -57,7 +57,8 @@ def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
 
 def acked_ids(store: Store, run: str | None = None) -> set[str]:
     """Alerts someone acknowledged."""
-    return {str(e.data.get("id")) for e in store.events(run=run, kind=ACK_EVENT, limit=HISTORY)}
+    acks = store.records(run=run, kind=ACK_EVENT, limit=HISTORY)
+    return {str(e.data.get("id")) for e in acks}
 
 
 class Detection:
@@ -71,6 +72,7 @@ class Detection:
         lateness_s: data time the member-comparing rules wait for late samples.
         clock: wall time for silences and acks.
         playbooks: the remediations alerts and people may run (none by default).
+        project_of: the project of a run (silences match an alert's ``project``).
     """
 
     def __init__(
@@ -82,13 +84,14 @@ class Detection:
         lateness_s: float = 2.0,
         clock: Callable[[], float],
         playbooks: Playbooks | None = None,
+        project_of: Callable[[str | None], str | None] = lambda run: None,
     ) -> None:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
-        self.silences = SilenceBook(self.log.write, clock)
+        self.silences = SilenceBook(self.log.write, clock, project_of)
         self.silences.restore(
-            store.events(kind=SILENCE_EVENT, limit=HISTORY)
-            + store.events(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
+            store.records(kind=SILENCE_EVENT, limit=HISTORY)
+            + store.records(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
         )
         stale = [a for a in latest_alerts(store).values() if a.state == AlertState.FIRING]
         self.live = LiveDetector(
@@ -100,13 +103,13 @@ class Detection:
             playbooks or Playbooks(),
             self.log.write,
             clock=clock,
-            restored=store.events(kind=ACTION_EVENT, limit=HISTORY),
+            restored=store.records(kind=ACTION_EVENT, limit=HISTORY),
         )
         self.live.subscribe(self.remediation.on_alert)  # a muted alert triggers nothing
         self.commands = CommandBook(clock)
         self.commands.restore(
-            store.events(kind=COMMAND_EVENT, limit=HISTORY)
-            + store.events(kind=COMMAND_ACK_EVENT, limit=HISTORY)
+            store.records(kind=COMMAND_EVENT, limit=HISTORY)
+            + store.records(kind=COMMAND_ACK_EVENT, limit=HISTORY)
         )
         self.policy = PolicyEngine(
             lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
@@ -115,7 +118,7 @@ class Detection:
 
     def finish_run(self, run: Run) -> None:
         """Resolve a finished run's alerts: those of its detectors (notified like any other
-        resolution) and those its training code raised itself; answers once they are stored."""
+        resolution) and any other left firing; answers once they are stored."""
         end = self.clock() if run.end is None else run.end
         try:
             closed = {a.id for a in self.live.finish_run(run.id, end)}

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import Permission
-from ..model import MAX_ABS_TS_S, MAX_INT64, SampleBatch
+from ..auth import Identity
+from ..model import MAX_ABS_TS_S, MAX_INT64, SampleBatch, check_producer_batch
+from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
-from ._auth import need
+from ._auth import Ingester
 from ._errors import ApiError, error_responses
 from ._jsonio import JSON
+from ._scope import Scope
 from ._writer import GroupWriter, WriterClosed
 
 __all__ = ["ingest_router"]
@@ -65,6 +67,16 @@ _OPENAPI = {
 }
 
 
+async def _check_owner(store: Store, source: str, sender: str) -> None:
+    """A source belongs to the identity (by name: a token renewed under its name keeps them)
+    that sent it first; another identity's batch is a 403."""
+    bound = store.owner_of(source)
+    if bound is None:
+        bound = await run_in_threadpool(store.claim_source, source, sender)
+    if bound != sender:
+        raise ApiError(403, f"source {source!r} belongs to another identity")
+
+
 async def _read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
     declared = request.headers.get("content-length")
@@ -81,22 +93,40 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def check_runs(scope: Scope, who: Identity, batch: SampleBatch) -> None:
+    """A token of some projects writes only data of their runs; data of no run (a node's
+    host metrics) only a token of every project does. Checked before anything is stored."""
+    if who.projects is None:
+        return
+    runs = {k.label("run") for k in batch.keys} | {e.labels.get("run") for e in batch.events}
+    mine = ", ".join(sorted(who.projects))
+    for run in sorted(runs, key=lambda r: r or ""):
+        if run is None:
+            raise ApiError(403, f"{who.name} writes only data with a run of its projects ({mine})")
+        if not who.sees(scope.project_of(run)):
+            raise ApiError(403, f"{who.name} may not write run {run!r}: not a run of {mine}")
+
+
 def ingest_router(
-    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float]
+    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float], scope: Scope
 ) -> APIRouter:
-    """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON)."""
-    router = APIRouter(dependencies=[need(Permission.WRITE)])
+    """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON);
+    ``scope`` says which runs a token may write (and holds the store: sources' owners)."""
+    router = APIRouter()
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
         try:
             if content_type == BINARY_CONTENT_TYPE:
-                return decode(body)  # column views over the body: cheap enough for the event loop
-            return await run_in_threadpool(decode_json, body, clock)  # Python per sample: off-loop
-        except WireError as exc:
+                batch = decode(body)  # column views over the body: cheap enough for the event loop
+            else:  # Python per sample: off the loop
+                batch = await run_in_threadpool(decode_json, body, clock)
+            check_producer_batch(batch)  # the collector's records are never ingested
+        except (WireError, ValueError) as exc:
             raise ApiError(400, str(exc)) from None
+        return batch
 
     @router.post("/api/v1/ingest", openapi_extra=_OPENAPI, responses=error_responses(413, 415, 503))
-    async def ingest(request: Request) -> JSON:
+    async def ingest(who: Ingester, request: Request) -> JSON:
         """Store one batch; answer only after it is committed (or known to be a duplicate)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type not in (BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE):
@@ -106,10 +136,12 @@ def ingest_router(
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
             )
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
+        check_runs(scope, who, batch)  # runs' projects are remembered: no query per batch
+        await _check_owner(scope.store, batch.source, who.name)
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
-        except WriterClosed as exc:
-            raise ApiError(503, str(exc)) from None
+        except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries
+            raise ApiError(503, str(exc), {"Retry-After": str(exc.retry_after_s)}) from None
         except ValueError as exc:  # the store's own checks: the batch is malformed
             raise ApiError(400, f"batch rejected: {exc}") from None
         return JSON(

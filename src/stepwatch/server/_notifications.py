@@ -1,17 +1,28 @@
 """The collector's notifications: a notifier built from ``--notify``'s config, fed every
-alert transition that is neither silenced nor inhibited, auditing through the event log."""
+alert transition that is neither silenced nor inhibited, auditing through the event log.
+Routes see an alert's ``project`` label: its run's project, never a label the data carried."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..act import Notifier, NotifyConfig, load_notify_config
-from ..detect import LiveDetector
+from ..detect import LiveAlert, LiveDetector
 from ..model import Event
 
 __all__ = ["Notifications", "load_config", "served_at"]
+
+ProjectOf = Callable[[str | None], str | None]
+
+
+def stamped(alert: LiveAlert, project_of: ProjectOf) -> LiveAlert:
+    """The alert with its run's project as its ``project`` label (none for no run)."""
+    labels = {k: v for k, v in alert.labels.items() if k != "project"}
+    project = project_of(labels.get("run"))
+    if project:
+        labels["project"] = project
+    return alert if labels == alert.labels else alert.but(labels=labels)
 
 
 class Notifications:
@@ -23,10 +34,12 @@ class Notifications:
         live: LiveDetector,
         record: Callable[[Sequence[Event]], None],
         clock: Callable[[], float],
+        project_of: ProjectOf = lambda run: None,
     ) -> None:
         self.notifier = None if config is None else Notifier(config, record, clock=clock)
         if self.notifier is not None:
-            live.subscribe(self.notifier.submit)  # muted alerts stay quiet
+            submit = self.notifier.submit
+            live.subscribe(lambda alert: submit(stamped(alert, project_of)))  # muted: quiet
 
     def start(self) -> None:
         if self.notifier is not None:
@@ -43,11 +56,8 @@ def load_config(path: str | Path | None) -> NotifyConfig | None:
     return None if path is None else load_notify_config(path)
 
 
-def served_at(config: NotifyConfig | None, sock: socket.socket) -> NotifyConfig | None:
+def served_at(config: NotifyConfig | None, url: str) -> NotifyConfig | None:
     """The config with the collector's own URL for alert links, unless the file names one."""
     if config is None or config.external_url:
         return config
-    host, port = sock.getsockname()[:2]
-    return config.but(
-        external_url=f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    )
+    return config.but(external_url=url)

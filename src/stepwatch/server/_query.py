@@ -7,15 +7,16 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Query
 
-from ..auth import Permission
-from ..model import MAX_INT64
+from ..auth import Identity
+from ..model import MAX_INT64, RECORD_KINDS
 from ..store import SeriesInfo, Store
 from ..wire import json_number
-from ._auth import need
+from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean, column
-from ._params import label_match, metric_name, quantiles, time_range
+from ._params import metric_name, quantiles, time_range
 from ._params import points as check_points
+from ._scope import Scope
 
 __all__ = ["query_router"]
 
@@ -27,10 +28,10 @@ def _series_json(info: SeriesInfo) -> dict[str, Any]:
     return {"id": info.id, "name": info.key.name, "labels": dict(info.key.labels)}
 
 
-def _lookup(store: Store, series_id: int) -> SeriesInfo:
-    """The series with this id, or 404."""
-    for info in store.series():
-        if info.id == series_id:
+def _lookup(scope: Scope, who: Identity, series_id: int) -> SeriesInfo:
+    """The series with this id, or 404 (a series of another project's run included)."""
+    for info in scope.store.series():
+        if info.id == series_id and scope.sees(who, dict(info.key.labels)):
             return info
     raise ApiError(404, f"unknown series {series_id}")
 
@@ -78,28 +79,40 @@ _EMPTY_DOWNSAMPLE = {
 class _Queries:
     """The read side of the API; each method is one route (FastAPI reads its parameters)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, scope: Scope) -> None:
+        self.scope, self.store = scope, scope.store
 
-    def series(self, name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
+    def series(
+        self, who: Reader, name: str | None = None, run: str | None = None, label: Labels = None
+    ) -> JSON:
         """Series by name and labels: ``?name=train.loss&run=r1&label=node:node0``."""
-        found = self.store.series(metric_name(name), label_match(run, label))
+        found = self.store.series(metric_name(name), self.scope.match(who, run, label))
         return JSON([_series_json(info) for info in found])
 
     def raw(
-        self, series: int, start: float | None = None, end: float | None = None, limit: Limit = None
+        self,
+        who: Reader,
+        series: int,
+        start: float | None = None,
+        end: float | None = None,
+        limit: Limit = None,
     ) -> JSON:
         """Every sample of one series in [start, end], in time order."""
-        info = _lookup(self.store, series)
+        info = _lookup(self.scope, who, series)
         time_range(start, end)
         data = self.store.raw(series, start, end, limit)
         return JSON({**_series_json(info), **_columns(data)})
 
     def downsample(
-        self, series: int, start: float | None = None, end: float | None = None, points: int = 1000
+        self,
+        who: Reader,
+        series: int,
+        start: float | None = None,
+        end: float | None = None,
+        points: int = 1000,
     ) -> JSON:
         """Min/max/last/count per bucket, about ``points`` buckets over the range."""
-        info = _lookup(self.store, series)
+        info = _lookup(self.scope, who, series)
         n = check_points(points)
         span = _extent(self.store, [info], start, end)
         data = self.store.downsample(series, *span, n) if span else _EMPTY_DOWNSAMPLE
@@ -107,6 +120,7 @@ class _Queries:
 
     def percentiles(
         self,
+        who: Reader,
         name: str,
         run: str | None = None,
         label: Labels = None,
@@ -117,15 +131,17 @@ class _Queries:
         by: str | None = None,
     ) -> JSON:
         """Quantiles per bucket over every matching series, one entry per value of ``by``."""
-        metric, match = metric_name(name), label_match(run, label)
+        metric, match = metric_name(name), self.scope.match(who, run, label)
         qs, n = quantiles(q), check_points(points)
         span = _extent(self.store, self.store.series(metric, match), start, end)
         groups = self.store.percentiles(metric, match, *span, n, qs, by) if span else []
         return JSON([_group_json(g) for g in groups])
 
-    def latest(self, name: str | None = None, run: str | None = None, label: Labels = None) -> JSON:
+    def latest(
+        self, who: Reader, name: str | None = None, run: str | None = None, label: Labels = None
+    ) -> JSON:
         """The newest sample of every matching series."""
-        rows = self.store.latest(metric_name(name), label_match(run, label))
+        rows = self.store.latest(metric_name(name), self.scope.match(who, run, label))
         return JSON(
             [
                 {**key.as_dict(), "ts": ts, "step": step, "value": json_number(value)}
@@ -135,22 +151,31 @@ class _Queries:
 
     def events(
         self,
+        who: Reader,
         run: str | None = None,
         kind: str | None = None,
         start: float | None = None,
         end: float | None = None,
         limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
     ) -> JSON:
-        """The newest ``limit`` matching events, oldest first."""
+        """The newest ``limit`` matching events, oldest first: what producers sent and the
+        collector's own records (alerts, silences, audit...), each kind read from its own table."""
         time_range(start, end)
-        found = self.store.events(run=run, kind=kind, start=start, end=end, limit=limit)
+        where = (run, kind, start, end, limit, self.scope.runs_of(who))
+        if kind in RECORD_KINDS:
+            found = self.store.records(*where)
+        elif kind is not None:
+            found = self.store.events(*where)
+        else:
+            both = self.store.events(*where) + self.store.records(*where)
+            found = sorted(both, key=lambda e: e.ts)[-limit:]
         return JSON([clean(e.as_dict()) for e in found])
 
 
-def query_router(store: Store) -> APIRouter:
-    """The read side of the API over ``store``."""
-    queries = _Queries(store)
-    router = APIRouter(prefix="/api/v1", dependencies=[need(Permission.READ)])
+def query_router(scope: Scope) -> APIRouter:
+    """The read side of the API over ``scope``'s store, limited to the caller's projects."""
+    queries = _Queries(scope)
+    router = APIRouter(prefix="/api/v1")
     router.add_api_route("/series", queries.series, methods=["GET"])
     for name in ("raw", "downsample", "percentiles", "latest"):
         router.add_api_route(f"/query/{name}", getattr(queries, name), methods=["GET"])

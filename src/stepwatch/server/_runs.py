@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..auth import Permission
+from ..auth import Identity, Permission
 from ..model import MAX_ABS_TS_S, MAX_INT64, Run, RunStatus
-from ..store import Store
-from ._auth import need
+from ._auth import Ingester, Need, Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
+from ._scope import Scope, unknown_run
 
 __all__ = ["runs_router"]
 
@@ -68,41 +68,69 @@ def merge_run(existing: Run | None, update: RunIn, new_id: str, now: float) -> R
     return dataclasses.replace(base, **given)
 
 
+#: Who may end a run: its SDK, or a person who knows better.
+Ender = Annotated[Identity, Depends(Need(Permission.WRITE, Permission.OPERATE))]
+
+
+def _project(who: Identity, existing: Run | None, asked: str | None) -> str:
+    """The project a new or updated run belongs to: never another one than it has."""
+    if existing is not None:
+        if asked and asked != existing.project:
+            raise ApiError(
+                409, f"run {existing.id!r} belongs to project {existing.project!r}: it cannot move"
+            )
+        return existing.project
+    if asked:
+        project = asked
+    elif who.projects is not None and len(who.projects) == 1:
+        (project,) = who.projects  # a token of one project makes its runs there
+    else:
+        project = Run("").project  # the project of a run that names none
+    if not who.sees(project):
+        raise ApiError(403, f"{who.name} may not create runs in project {project!r}")
+    return project
+
+
 class _Runs:
     """The runs routes over a store; ``clock`` dates runs created without a start, and
     ``finished`` hears of each run that ends (its alerts resolve)."""
 
     def __init__(
-        self, store: Store, clock: Callable[[], float], finished: Callable[[Run], None]
+        self, scope: Scope, clock: Callable[[], float], finished: Callable[[Run], None]
     ) -> None:
-        self.store = store
+        self.scope, self.store = scope, scope.store
         self.clock = clock
         self.finished = finished
 
-    def upsert(self, run: RunIn) -> JSON:
-        """Create a run (an id is generated when missing) or update the fields given."""
+    def upsert(self, who: Ingester, run: RunIn) -> JSON:
+        """Create a run (an id is generated when missing) or update the fields given; a run
+        of another project answers as an unknown one would, and no run changes project."""
         run_id = run.id or uuid.uuid4().hex
-        merged = merge_run(self.store.get_run(run_id), run, run_id, self.clock())
+        existing = self.store.get_run(run_id)
+        if existing is not None and not who.sees(existing.project):
+            raise ApiError(409, f"run id {run_id!r} is taken: choose another")
+        run = run.model_copy(update={"project": _project(who, existing, run.project)})
+        merged = merge_run(existing, run, run_id, self.clock())
         self.store.upsert_run(merged)
+        self.scope.remember(merged)
         return JSON(_run_json(merged))
 
-    def list_runs(self, project: str | None = None, status: str | None = None) -> JSON:
-        """Runs, optionally of one project and/or in one status."""
-        return JSON([_run_json(r) for r in self.store.list_runs(project=project, status=status)])
+    def list_runs(self, who: Reader, project: str | None = None, status: str | None = None) -> JSON:
+        """Runs of the caller's projects, optionally of one project and/or in one status."""
+        found = self.store.list_runs(project=project, status=status)
+        return JSON([_run_json(r) for r in found if who.sees(r.project)])
 
-    def get_run(self, run_id: str) -> JSON:
+    def get_run(self, who: Reader, run_id: str) -> JSON:
         """One run, or 404."""
-        run = self.store.get_run(run_id)
-        if run is None:
-            raise ApiError(404, f"unknown run {run_id!r}")
-        return JSON(_run_json(run))
+        return JSON(_run_json(self.scope.run(who, run_id)))
 
-    def finish(self, run_id: str, body: FinishIn) -> JSON:
+    def finish(self, who: Ender, run_id: str, body: FinishIn) -> JSON:
         """Mark a run finished, failed or killed; its open alerts are resolved."""
+        self.scope.run(who, run_id)
         try:
             run = self.store.finish_run(run_id, body.status, end=body.end)
         except KeyError:
-            raise ApiError(404, f"unknown run {run_id!r}") from None
+            raise unknown_run(run_id) from None
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
         self.finished(run)
@@ -110,16 +138,14 @@ class _Runs:
 
 
 def runs_router(
-    store: Store, clock: Callable[[], float], finished: Callable[[Run], None] = lambda run: None
+    scope: Scope, clock: Callable[[], float], finished: Callable[[Run], None] = lambda run: None
 ) -> APIRouter:
-    """The runs routes over ``store``; ``clock`` dates runs created without a start;
+    """The runs routes over ``scope``'s store; ``clock`` dates runs created without a start;
     ``finished`` is told of each run that ends."""
-    runs = _Runs(store, clock, finished)
+    runs = _Runs(scope, clock, finished)
     router = APIRouter(prefix="/api/v1/runs")
-    write, read = [need(Permission.WRITE)], [need(Permission.READ)]
-    router.add_api_route("", runs.upsert, methods=["POST"], dependencies=write)
-    router.add_api_route("", runs.list_runs, methods=["GET"], dependencies=read)
-    router.add_api_route("/{run_id}", runs.get_run, methods=["GET"], dependencies=read)
-    ends = [need(Permission.WRITE, Permission.OPERATE)]  # its SDK, or a person who knows better
-    router.add_api_route("/{run_id}/finish", runs.finish, methods=["POST"], dependencies=ends)
+    router.add_api_route("", runs.upsert, methods=["POST"])
+    router.add_api_route("", runs.list_runs, methods=["GET"])
+    router.add_api_route("/{run_id}", runs.get_run, methods=["GET"])
+    router.add_api_route("/{run_id}/finish", runs.finish, methods=["POST"])
     return router

@@ -14,12 +14,15 @@ from types import TracebackType
 
 import uvicorn
 
+from .._encryption import EncryptionKey
+from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
+from ._guards import HostAllowList
 from ._notifications import load_config, served_at
 
 __all__ = ["ServerThread", "serve"]
@@ -60,6 +63,12 @@ def _bind(host: str, port: int) -> socket.socket:
         raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {why}") from exc
 
 
+def _url(sock: socket.socket, scheme: str) -> str:
+    """The address a bound socket is reached at."""
+    host, port = sock.getsockname()[:2]
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 class ServerThread:
     """The collector in a background thread of this process: start(), url, stop()."""
 
@@ -74,9 +83,15 @@ class ServerThread:
         rules: Sequence[str | Path] = (),
         notify: str | Path | None = None,
         playbooks: str | Path | None = None,
+        key: EncryptionKey | None = None,
+        tls: ServerTls | None = None,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
+        self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
+        self._key = key
+        self._tls = tls
         self._notify_path = notify
         self._playbooks_path = playbooks
         self._rules = RuleFiles(rules, base=builtin_rules())
@@ -101,11 +116,13 @@ class ServerThread:
                 "serving %s without --auth: anyone who can reach it may do anything", self._host
             )
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
+        if self._tls is not None:
+            self._tls.check()  # so does a certificate or key that cannot be loaded
         notify = load_config(self._notify_path)  # so does one in the notifications file
         playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
         self._sock = _bind(self._host, self._port)  # a taken port leaves the store untouched
         try:
-            self._store = Store(self._store_path)
+            self._store = Store(self._store_path, key=self._key)
         except BaseException:
             self._sock.close()
             raise
@@ -131,17 +148,20 @@ class ServerThread:
         if self._auth:
             tokens = TokenBook(self._store)
             self.admin_token_file = ensure_admin_token(tokens, admin_token_path(self._store_path))
+        url = _url(self._sock, "https" if self._tls else "http")
         app = create_app(
             self._store,
             tokens=tokens,
             max_body_bytes=self._max_body_bytes,
+            allowed_hosts=self._hosts,
             rules=self._rules,
-            notify=served_at(notify, self._sock),
+            notify=served_at(notify, url),
             playbooks=playbooks,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
-        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+        tls = self._tls.uvicorn_options() if self._tls else {}
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, **tls)
         self._server = server = _Uvicorn(config, self._listening)
         self._thread = threading.Thread(
             target=server.run,
@@ -156,8 +176,7 @@ class ServerThread:
         if not server.started:
             self.stop()
             raise RuntimeError(f"the collector on {self._host} failed to start (see the log)")
-        host, port = self._sock.getsockname()[:2]
-        self.url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self.url = url
 
     def request_stop(self) -> None:
         """Ask the server to shut down (safe from a signal handler); ``stop`` waits for it."""
@@ -234,6 +253,9 @@ def serve(
     rules: Sequence[str | Path] = (),
     notify: str | Path | None = None,
     playbooks: str | Path | None = None,
+    key: EncryptionKey | None = None,
+    tls: ServerTls | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -250,6 +272,10 @@ def serve(
             replaces the built-in one); re-read when they change.
         notify: the notifications file: receivers, and routes of alerts to them.
         playbooks: the playbooks file: the remediations alerts and people may run.
+        key: the store is an encrypted database under this key (None: a plain file).
+        tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
+        allowed_hosts: names the collector is reached by, besides its bind address and
+            localhost (a request under another Host name is refused: DNS rebinding).
     """
     server = ServerThread(
         store_path,
@@ -260,6 +286,9 @@ def serve(
         rules=rules,
         playbooks=playbooks,
         notify=notify,
+        key=key,
+        tls=tls,
+        allowed_hosts=allowed_hosts,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

@@ -7,9 +7,9 @@ import math
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..auth import Permission
-from ..detect import Matcher, Silence, SilenceBook
-from ._auth import need
+from ..auth import Identity
+from ..detect import Matcher, Silence, SilenceBook, SilenceEntry
+from ._auth import Operator, Reader
 from ._errors import ApiError
 from ._jsonio import JSON
 
@@ -26,10 +26,32 @@ class SilenceIn(BaseModel):
     ends_at: float | None = None
     starts_at: float | None = None
     comment: str = Field(default="", max_length=4096)
-    created_by: str = Field(default="", max_length=256)
 
 
-def _silence(body: SilenceIn, now: float) -> Silence:
+def _projects_of(silence: Silence) -> set[str]:
+    """The projects a silence is limited to (its ``project=P`` matchers)."""
+    return {m.value for m in silence.matchers if m.label == "project" and m.op == "="}
+
+
+def _scoped(who: Identity, matchers: tuple[Matcher, ...]) -> tuple[Matcher, ...]:
+    """The matchers of a silence the caller may make: one of a project's operators mutes
+    only its projects' alerts, so its silences carry a ``project=P`` matcher of its own."""
+    if who.projects is None:
+        return matchers
+    named = [m for m in matchers if m.label == "project"]
+    if any(m.op != "=" or m.value not in who.projects for m in named):
+        mine = ", ".join(sorted(who.projects))
+        raise ApiError(403, f"{who.name} may only silence alerts of its projects ({mine})")
+    if named:
+        return matchers
+    if len(who.projects) != 1:
+        mine = ", ".join(sorted(who.projects))
+        raise ApiError(400, f"name the project the silence is for: add project=P (one of {mine})")
+    (project,) = who.projects
+    return (*matchers, Matcher("project", project))
+
+
+def _silence(body: SilenceIn, now: float, who: Identity) -> Silence:
     """Check everything before anything is recorded; every mistake is a 400 that says what."""
     if (body.duration_s is None) == (body.ends_at is None):
         raise ApiError(400, "give exactly one of duration_s or ends_at")
@@ -41,8 +63,8 @@ def _silence(body: SilenceIn, now: float) -> Silence:
     if ends <= now:
         raise ApiError(400, f"the silence would end at {ends}, which is not in the future")
     try:
-        matchers = tuple(Matcher.parse(text) for text in body.matchers)
-        return Silence(matchers, starts, ends, body.created_by, body.comment)
+        matchers = _scoped(who, tuple(Matcher.parse(text) for text in body.matchers))
+        return Silence(matchers, starts, ends, who.actor, body.comment)
     except ValueError as exc:
         raise ApiError(400, str(exc)) from None
 
@@ -53,22 +75,29 @@ class _Silences:
     def __init__(self, book: SilenceBook) -> None:
         self.book = book
 
-    def create(self, body: SilenceIn) -> JSON:
+    def create(self, who: Operator, body: SilenceIn) -> JSON:
         """Record a silence; it mutes matching alerts from ``starts_at`` (default now)."""
-        entry = self.book.add(_silence(body, self.book.clock()))
+        entry = self.book.add(_silence(body, self.book.clock(), who))
         return JSON(entry.as_json(self.book.clock()), status_code=201)
 
-    def list_silences(self, all: bool = False) -> JSON:
-        """Silences not yet ended (with ``all=1``: every one, expired ones too)."""
-        now = self.book.clock()
-        return JSON([e.as_json(now) for e in self.book.entries(include_ended=all)])
+    def _mine(self, who: Identity, entries: list[SilenceEntry]) -> list[SilenceEntry]:
+        if who.projects is None:
+            return entries
+        return [e for e in entries if _projects_of(e.silence) & who.projects]
 
-    def expire(self, silence_id: str) -> JSON:
-        """End a silence now; 404 for an unknown id."""
-        try:
-            entry = self.book.expire(silence_id)
-        except KeyError:
-            raise ApiError(404, f"unknown silence {silence_id!r}") from None
+    def list_silences(self, who: Reader, all: bool = False) -> JSON:
+        """Silences not yet ended (with ``all=1``: every one, expired ones too) of the caller's
+        projects (an identity of every project: all of them)."""
+        now = self.book.clock()
+        found = self._mine(who, self.book.entries(include_ended=all))
+        return JSON([e.as_json(now) for e in found])
+
+    def expire(self, who: Operator, silence_id: str) -> JSON:
+        """End a silence now; 404 for an unknown id (or one of another project)."""
+        known = self._mine(who, self.book.entries(include_ended=True))
+        if silence_id not in {e.silence.id for e in known}:
+            raise ApiError(404, f"unknown silence {silence_id!r}")
+        entry = self.book.expire(silence_id, by=who.actor)
         return JSON(entry.as_json(self.book.clock()))
 
 
@@ -76,10 +105,7 @@ def silences_router(book: SilenceBook) -> APIRouter:
     """The silences routes over ``book``."""
     silences = _Silences(book)
     router = APIRouter(prefix="/api/v1/silences")
-    read, operate = [need(Permission.READ)], [need(Permission.OPERATE)]
-    router.add_api_route(
-        "", silences.create, methods=["POST"], status_code=201, dependencies=operate
-    )
-    router.add_api_route("", silences.list_silences, methods=["GET"], dependencies=read)
-    router.add_api_route("/{silence_id}", silences.expire, methods=["DELETE"], dependencies=operate)
+    router.add_api_route("", silences.create, methods=["POST"], status_code=201)
+    router.add_api_route("", silences.list_silences, methods=["GET"])
+    router.add_api_route("/{silence_id}", silences.expire, methods=["DELETE"])
     return router

@@ -17,27 +17,37 @@ from typing import Generic, TypeVar
 
 from fastapi.responses import StreamingResponse
 
-__all__ = ["HEARTBEAT_S", "Subscriber", "SubscriberHub"]
+from ._errors import ApiError
+
+__all__ = ["HEARTBEAT_S", "MAX_STREAMS", "Subscriber", "SubscriberHub"]
 
 #: A comment line this often keeps proxies from closing an idle stream (and finds dead clients).
 HEARTBEAT_S = 15.0
+#: Open streams of one hub; one more is refused (503) rather than hold memory for each.
+MAX_STREAMS = 256
 
 P = TypeVar("P")
 
 
+def _every(run: str | None) -> bool:
+    return True
+
+
 @dataclass(eq=False, slots=True)
 class Subscriber(Generic[P]):
-    """One open stream: its run (None: all), what it has not been sent, and its wake-up."""
+    """One open stream: its run (None: all), what it has not been sent, and its wake-up;
+    ``allowed`` says which runs its caller may hear of (its projects)."""
 
     run: str | None
     pending: P
     loop: asyncio.AbstractEventLoop
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    allowed: Callable[[str | None], bool] = _every
 
     def wants(self, run: str | None) -> bool:
         """Whether news of ``run`` is for this stream."""
-        return self.run is None or self.run == run
+        return (self.run is None or self.run == run) and self.allowed(run)
 
 
 class SubscriberHub(Generic[P]):
@@ -47,6 +57,7 @@ class SubscriberHub(Generic[P]):
         empty: a fresh ``P``: nothing pending.
         render: the stream's text for what a subscriber has pending (empty: nothing to send).
         heartbeat_s: how long a stream stays silent before a heartbeat comment.
+        max_streams: how many streams may be open at once.
     """
 
     def __init__(
@@ -54,10 +65,12 @@ class SubscriberHub(Generic[P]):
         empty: Callable[[], P],
         render: Callable[[P], str],
         heartbeat_s: float = HEARTBEAT_S,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         self._empty = empty
         self._render = render
         self._heartbeat_s = heartbeat_s
+        self._max_streams = max_streams
         self._lock = threading.Lock()
         self._subs: set[Subscriber[P]] = set()
         self._closed = False
@@ -101,17 +114,27 @@ class SubscriberHub(Generic[P]):
             found, sub.pending = sub.pending, self._empty()
             return found, sub.closed
 
-    def response(self, run: str | None) -> StreamingResponse:
-        """The HTTP response of one stream, unbuffered by proxies."""
+    def response(
+        self, run: str | None, allowed: Callable[[str | None], bool] = _every
+    ) -> StreamingResponse:
+        """The HTTP response of one stream, unbuffered by proxies; 503 when too many are open."""
+        if len(self._subs) >= self._max_streams:
+            raise ApiError(
+                503,
+                f"too many open streams ({self._max_streams}); close one or retry later",
+                {"Retry-After": "5"},
+            )
         return StreamingResponse(
-            self.events(run),
+            self.events(run, allowed),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def events(self, run: str | None) -> AsyncIterator[str]:
+    async def events(
+        self, run: str | None, allowed: Callable[[str | None], bool] = _every
+    ) -> AsyncIterator[str]:
         """The text of one SSE stream: what publishers folded in, heartbeat comments."""
-        sub = Subscriber(run, self._empty(), asyncio.get_running_loop())
+        sub = Subscriber(run, self._empty(), asyncio.get_running_loop(), allowed=allowed)
         with self._lock:
             if self._closed:
                 return

@@ -14,10 +14,10 @@ import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from ..auth import Permission
 from ..model import SampleBatch
-from ._auth import need
-from ._sse import Subscriber, SubscriberHub
+from ._auth import Reader
+from ._scope import Scope
+from ._sse import MAX_STREAMS, Subscriber, SubscriberHub
 
 __all__ = ["Change", "StreamHub", "changes", "stream_router"]
 
@@ -73,8 +73,8 @@ class StreamHub(SubscriberHub[Changes]):
     text of one stream: ``event: data`` and ``event: events`` per run changed.
     """
 
-    def __init__(self) -> None:
-        super().__init__(dict, _render)
+    def __init__(self, max_streams: int = MAX_STREAMS) -> None:
+        super().__init__(dict, _render, max_streams=max_streams)
 
     def publish(self, batches: Sequence[SampleBatch]) -> None:
         """Tell the subscribers of each run what the committed ``batches`` brought."""
@@ -101,13 +101,14 @@ def _render(found: Changes) -> str:
     return "".join(parts)
 
 
-def stream_router(hub: StreamHub) -> APIRouter:
-    """``GET /api/v1/stream?run=``: server-sent events as new data of the run is committed."""
-    router = APIRouter(dependencies=[need(Permission.READ)])
+def stream_router(hub: StreamHub, scope: Scope) -> APIRouter:
+    """``GET /api/v1/stream?run=``: server-sent events as new data of the run is committed
+    (of the caller's projects only)."""
+    router = APIRouter()
 
     @router.get("/api/v1/stream")
-    async def stream(run: str | None = None) -> StreamingResponse:
+    async def stream(who: Reader, run: str | None = None) -> StreamingResponse:
         """``event: data`` {run, ts} on new samples, ``event: events`` {run, kinds} on events."""
-        return hub.response(run)
+        return hub.response(run, scope.hears(who))
 
     return router

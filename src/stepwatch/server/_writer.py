@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..model import SampleBatch
 
-__all__ = ["BatchSink", "CommitHook", "GroupWriter", "WriterClosed"]
+__all__ = ["BatchSink", "CommitHook", "GroupWriter", "WriterClosed", "WriterFull"]
 
 log = logging.getLogger("stepwatch.server")
 
@@ -36,7 +36,20 @@ CommitHook = Callable[[Sequence[SampleBatch]], None]
 
 
 class WriterClosed(RuntimeError):
-    """The collector is shutting down and takes no more batches."""
+    """The collector is shutting down and takes no more batches; try again in ``retry_after_s``."""
+
+    retry_after_s = 5
+
+
+class WriterFull(WriterClosed):
+    """The queue holds as much as it may: the sender keeps the batch and sends it again soon."""
+
+    retry_after_s = 1
+
+
+def _rows(batch: SampleBatch) -> int:
+    """What a batch weighs in the queue: its samples and events."""
+    return len(batch) + len(batch.events)
 
 
 @dataclass(slots=True)
@@ -55,12 +68,16 @@ class GroupWriter:
         compact_interval_s: float = 2.0,
         compact_rows: int = 5_000_000,
         max_group_rows: int = 1_000_000,
+        max_queued_rows: int = 4_000_000,
+        max_queued_batches: int = 10_000,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._interval = compact_interval_s
         self._compact_rows = compact_rows
         self._max_group_rows = max_group_rows
+        self._max_queued = (max_queued_rows, max_queued_batches)
+        self._queued = [0, 0]  # rows and batches submitted, not yet taken by the thread
         self._monotonic = monotonic
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -87,15 +104,33 @@ class GroupWriter:
         return self._thread is not None and self._thread.is_alive() and not self._closed
 
     def submit(self, batch: SampleBatch) -> Future[bool]:
-        """Queue a batch; the future gives True (applied) or False (duplicate) after the commit."""
+        """Queue a batch; the future gives True (applied) or False (duplicate) after the commit.
+
+        A full queue raises ``WriterFull`` rather than hold the batch in memory: ingest faster
+        than the store commits must slow the senders down, not grow the collector without end.
+        One batch is always taken into an empty queue, however large.
+        """
         future: Future[bool] = Future()
+        rows = _rows(batch)
         with self._lock:
             if self._closed:
                 raise WriterClosed(
                     "the collector is not accepting batches (shutting down); retry later"
                 )
+            queued_rows, queued_batches = self._queued
+            max_rows, max_batches = self._max_queued
+            if queued_batches and (queued_rows + rows > max_rows or queued_batches >= max_batches):
+                raise WriterFull(
+                    f"the collector's write queue is full ({queued_batches} batches, "
+                    f"{queued_rows} rows waiting for the store); retry later"
+                )
+            self._queued = [queued_rows + rows, queued_batches + 1]
             self._queue.put(_Item(batch, future))
         return future
+
+    def _taken(self, item: _Item) -> None:
+        with self._lock:
+            self._queued = [self._queued[0] - _rows(item.batch), self._queued[1] - 1]
 
     def stop(self) -> None:
         """Apply everything already queued, compact, and end the thread."""
@@ -123,6 +158,7 @@ class GroupWriter:
         group: list[_Item] = []
         rows = 0
         while item is not None:
+            self._taken(item)
             if item.future.set_running_or_notify_cancel():  # a cancelled request was never acked
                 group.append(item)
                 rows += len(item.batch)

@@ -2,7 +2,8 @@
 
 It keeps batches in memory, drops duplicates by (source, seq) as the real one
 does, and can be told to misbehave: answer 503, lose the reply after storing
-the batch, or reject chosen batches with 400.
+the batch, reject chosen batches with 400, or answer any requests with chosen
+statuses (the pages of a proxy in front of it among them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ class Faults:
     fail_next: int = 0  # answer 503 without storing
     lose_replies: int = 0  # store the batch, then answer 503 as if the reply got lost
     reject_seqs: set[int] = field(default_factory=set)  # answer 400 to batches with these seqs
+    #: Answer the next requests with these statuses and a proxy's HTML page, taking nothing...
+    proxy_pages: list[int] = field(default_factory=list)
+    #: ...then with these statuses and the collector's JSON error.
+    statuses: list[int] = field(default_factory=list)
+
+
+_PROXY_PAGE = "<html><body><h1>{status}</h1><hr>nginx</body></html>"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -39,9 +47,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - the http.server spelling
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         status, doc = self.collector.handle(self.path, dict(self.headers), body)
-        raw = json.dumps(doc).encode()
+        page = isinstance(doc, str)
+        raw = doc.encode() if isinstance(doc, str) else json.dumps(doc).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/html" if page else "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
         self.wfile.write(raw)
@@ -81,8 +90,19 @@ class FakeCollector:
         with self._lock:
             self.connections += 1
 
-    def handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
-        """Answer one POST as the real collector would (plus the configured faults)."""
+    def handle(
+        self, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, Any] | str]:
+        """Answer one POST as the real collector would (plus the configured faults); a str
+        answer is an HTML page."""
+        with self._lock:
+            pages, statuses = self.faults.proxy_pages, self.faults.statuses
+            if pages:
+                status = pages.pop(0)
+                return status, _PROXY_PAGE.format(status=status)
+            if statuses:
+                status = statuses.pop(0)
+                return status, {"error": f"answered {status} (fault injected)"}
         if self.token and headers.get("Authorization") != f"Bearer {self.token}":
             return 401, {"error": "missing or wrong bearer token"}
         with self._lock:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from .._tls import ClientTls, tls_hint
 
 __all__ = ["AuthError", "Connect", "HttpClient", "Response", "TransportError"]
 
@@ -31,10 +34,15 @@ class Response:
     body: dict[str, Any]
 
 
-def _connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
-    if scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=timeout)
-    return http.client.HTTPConnection(host, port, timeout=timeout)
+def _connector(context: ssl.SSLContext | None) -> Connect:
+    """The default ``Connect``: ``http.client``, with ``context`` for https."""
+
+    def connect(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+    return connect
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
@@ -52,6 +60,8 @@ class HttpClient:
         url: the collector's base URL, e.g. ``http://127.0.0.1:7070``.
         token: sent as ``Authorization: Bearer <token>`` when given.
         timeout_s: socket timeout of each request.
+        tls: the CA to trust and the client certificate, for an ``https://`` URL (its files
+            are loaded now: a bad one is a ValueError).
         connect: connection factory (default: ``http.client``).
     """
 
@@ -61,6 +71,7 @@ class HttpClient:
         token: str | None = None,
         *,
         timeout_s: float = 5.0,
+        tls: ClientTls | None = None,
         connect: Connect | None = None,
     ) -> None:
         parts = urlsplit(url)
@@ -72,7 +83,7 @@ class HttpClient:
         self._prefix = parts.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = timeout_s
-        self._connect = connect or _connect
+        self._connect = connect or _connector((tls or ClientTls()).context_for(url))
         self._conn: http.client.HTTPConnection | None = None
 
     def post(self, path: str, body: bytes, content_type: str) -> Response:
@@ -95,7 +106,9 @@ class HttpClient:
             raw = reply.read()
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            raise TransportError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+            hint = tls_hint(exc, self.url)
+            said = f"{self.url}: {type(exc).__name__}: {exc}" + (f" ({hint})" if hint else "")
+            raise TransportError(said) from exc
         if reply.will_close:
             self.close()
         return Response(reply.status, _decode(raw))

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..model import Run, RunStatus
 from ._files import atomic_write
+from ._seal import Sealer, SpoolKeyError, unseal
 
 __all__ = ["NODE_SPOOL", "RUN_FILE", "finish_payload", "read_run", "run_payload", "write_run"]
 
@@ -18,18 +19,28 @@ NODE_SPOOL = "_node"
 _FIELDS = {f.name for f in dataclasses.fields(Run)}
 
 
-def write_run(run_dir: Path, run: Run) -> None:
-    """Atomically (re)write ``run_dir/run.json``."""
+def write_run(run_dir: Path, run: Run, sealer: Sealer | None = None) -> None:
+    """Atomically (re)write ``run_dir/run.json``, sealed with ``sealer`` when given (its name,
+    project, config and labels are as telling as the samples)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(run.as_dict(), indent=1, default=str)
-    atomic_write(run_dir / RUN_FILE, text.encode())
+    text = json.dumps(run.as_dict(), indent=1, default=str).encode()
+    atomic_write(run_dir / RUN_FILE, sealer.seal(text) if sealer else text)
 
 
-def read_run(run_dir: Path) -> Run:
-    """The run recorded in ``run_dir``; a missing or damaged file yields a bare run of that name."""
+def read_run(run_dir: Path, sealer: Sealer | None = None) -> Run:
+    """The run recorded in ``run_dir``; a missing or damaged file yields a bare run of that name.
+
+    SpoolKeyError when the file is sealed and ``sealer`` cannot open it.
+    """
     try:
-        doc = json.loads((run_dir / RUN_FILE).read_bytes())
-    except (OSError, ValueError):
+        data = (run_dir / RUN_FILE).read_bytes()
+    except OSError:
+        data = b"{}"
+    try:
+        doc = json.loads(unseal(data, sealer, run_dir))
+    except SpoolKeyError:
+        raise
+    except ValueError:
         doc = {}
     if not isinstance(doc, dict):
         doc = {}

@@ -52,7 +52,7 @@ class Sender:
         self._finish: Run | None = None
         self._created = False
         self._delivered = False
-        self._refused = False  # the last attempt was refused for its token (said once a streak)
+        self._said: str | None = None  # why the last attempt failed, logged once a streak
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     @property
@@ -96,18 +96,25 @@ class Sender:
                     log.warning("stopped sending with batches left in the spool: %s", exc)
                     return
                 delay = min(self._backoff.next(), self._deadline - self._monotonic())
-                if isinstance(exc, AuthError) and not self._refused:
-                    log.error("%s", exc)
-                self._refused = isinstance(exc, AuthError)
+                self._say_once(exc)
                 log.debug("collector unavailable, retrying in %.2f s: %s", delay, exc)
                 if self._interrupt.wait(delay):
                     self._interrupt.clear()
                 continue
             self._backoff.reset()
+            self._said = None
             if closing:
                 return
             self._wake.wait()
             self._wake.clear()
+
+    def _say_once(self, exc: TransportError) -> None:
+        """Log why sending failed when the cause changes, not on every retry."""
+        said = str(exc)
+        if said != self._said:
+            level = logging.ERROR if isinstance(exc, AuthError) else logging.WARNING
+            log.log(level, "%s; the batches stay in the spool and are retried", said)
+            self._said = said
 
     def _round(self, closing: bool) -> None:
         if not self._created and self._run is not None:

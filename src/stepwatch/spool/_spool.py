@@ -8,6 +8,7 @@ position after any restart, and fully acknowledged segments are deleted.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -17,12 +18,15 @@ from pathlib import Path
 
 from ._files import atomic_write, fsync_dir
 from ._records import frame, iter_records, valid_end
+from ._seal import Sealer, SpoolKeyError, unseal
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "Position", "Spool"]
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 ACKED_FILE = "acked.json"
 _SEGMENT_RE = re.compile(r"^(\d{10})\.seg$")
+
+log = logging.getLogger("stepwatch.spool")
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -51,6 +55,8 @@ class Spool:
         max_bytes: cap on segment bytes on disk; ``append`` refuses records past it.
         segment_bytes: size at which the active segment is sealed and a new one begun.
         sync: fsync every append (turn off only for throwaway spools).
+        sealer: seals every record appended and opens sealed ones read (None: plain); a
+            spool with records this cannot open raises SpoolKeyError here, not when shipping.
     """
 
     def __init__(
@@ -60,6 +66,7 @@ class Spool:
         max_bytes: int | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         sync: bool = True,
+        sealer: Sealer | None = None,
     ) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -68,6 +75,7 @@ class Spool:
             segment_bytes = min(segment_bytes, max(1, max_bytes // 4))
         self._segment_bytes = segment_bytes
         self._sync = sync
+        self._sealer = sealer
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._sealed: dict[int, int] = {}  # sealed segment -> offset past its last intact record
@@ -75,6 +83,12 @@ class Spool:
         self._acked = self._load_acked()
         self._active, self._written = self._scan()
         self._delete_acked()
+        self._check_key()
+
+    @property
+    def sealer(self) -> Sealer | None:
+        """What seals this spool's records (None: plain): a spool kept beside it seals alike."""
+        return self._sealer
 
     def _load_acked(self) -> Position:
         try:
@@ -98,6 +112,11 @@ class Spool:
                 return last, self._sealed.pop(last)
         return max([*indices, self._acked.segment]) + 1, 0
 
+    def _check_key(self) -> None:
+        """Open the first unsent record, so a missing or wrong key is said now, not when shipping
+        (a spool directory has one writer, so its records share one key)."""
+        next(self._records(self._acked, strict=True), None)
+
     @property
     def acked(self) -> Position:
         """Everything before this position was acknowledged by the server."""
@@ -118,7 +137,7 @@ class Spool:
 
     def append(self, payload: bytes) -> bool:
         """Write one record durably; False (nothing written) when it would pass ``max_bytes``."""
-        record = frame(payload)
+        record = frame(self._sealer.seal(payload) if self._sealer else payload)
         with self._lock:
             size = sum(self._disk.values()) + self._written
             if self.max_bytes is not None and size + len(record) > self.max_bytes:
@@ -160,9 +179,16 @@ class Spool:
         self._written = 0
 
     def records(self, start: Position | None = None) -> Iterator[tuple[Position, bytes]]:
-        """Intact records from ``start`` (default: acked), each with the position just after it."""
+        """Intact records from ``start`` (default: acked), each with the position just after it.
+
+        A sealed record that does not open (altered since) ends its segment, as a torn one does.
+        """
         with self._lock:
             start = self._acked if start is None else start
+        return self._records(start, strict=False)
+
+    def _records(self, start: Position, strict: bool) -> Iterator[tuple[Position, bytes]]:
+        with self._lock:
             plan = [(i, end) for i, end in sorted(self._sealed.items()) if i >= start.segment]
             if self._written and self._active >= start.segment:
                 plan.append((self._active, self._written))
@@ -175,7 +201,14 @@ class Spool:
             except FileNotFoundError:
                 continue
             for record_end, payload in iter_records(data, begin):
-                yield Position(index, record_end), payload
+                try:
+                    opened = unseal(payload, self._sealer, self.path)
+                except SpoolKeyError as exc:
+                    if strict:
+                        raise
+                    log.error("%s: the rest of segment %d is skipped", exc, index)
+                    break
+                yield Position(index, record_end), opened
 
     def pending(self) -> bool:
         """Whether any written record is not yet acknowledged."""

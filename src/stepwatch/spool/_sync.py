@@ -10,9 +10,11 @@ from functools import partial
 from pathlib import Path
 
 from .._text import plural
+from .._tls import ClientTls, tls_hint
 from ._backoff import Backoff
 from ._http import AuthError, Connect, HttpClient, TransportError
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
+from ._seal import Sealer
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
 
@@ -45,7 +47,7 @@ class SyncResult:
         said = f"sent {batches(self.batches)} ({plural(self.samples, 'sample')}) of "
         said += plural(self.runs, "run")
         if self.rejected:
-            said += f"; {batches(self.rejected)} rejected by the collector (logged above)"
+            said += f"; {batches(self.rejected)} rejected by the collector, kept in rejected/"
         if self.unsent:
             return f"{said}; {batches(self.unsent)} left: {self.error or 'not sent'}"
         if self.error:
@@ -100,9 +102,12 @@ def _why_stopped(server: str, retry: _Retrier, elapsed_s: float) -> str:
     cause = retry.failure.__cause__ if retry.failure is not None else None
     if isinstance(cause, OSError):  # nothing answered: refused, timed out, unknown host...
         reason = (cause.strerror or str(cause) or type(cause).__name__).lower()
+        hint = tls_hint(cause, server)
+        if hint is not None:
+            return f"cannot talk to server {server} {after}: {hint} ({reason})"
         return f"server {server} unreachable ({reason}) {after}"
     if retry.failure is not None:  # it answered, but "try later" every time
-        return f"server {server} still failing {after}: {retry.failure}"
+        return f"still failing {after}: {retry.failure}"
     return f"out of time {after}"
 
 
@@ -118,16 +123,20 @@ def _run_dirs(root: Path) -> list[Path]:
     return [d for d in sorted(root.iterdir()) if _is_run_dir(d)]
 
 
-def _sync_run(run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier) -> int:
+def _sync_run(
+    run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier, sealer: Sealer | None
+) -> int:
     """Create the run, ship each of its sources, record its end; return batches left unsent.
 
-    The node spool (producers outside any run) has no run to create or finish.
+    The node spool (producers outside any run) has no run to create or finish. Every spool is
+    opened first, so a missing or wrong key is said before anything of the run is sent.
     """
-    run = read_run(run_dir) if run_dir.name != NODE_SPOOL else None
+    run = read_run(run_dir, sealer) if run_dir.name != NODE_SPOOL else None
+    spools = [Spool(d, sealer=sealer) for d in sorted(run_dir.iterdir()) if d.is_dir()]
     created = run is None or retry(partial(create_run, client, run))
     unsent = 0
-    for source in sorted(d for d in run_dir.iterdir() if d.is_dir()):
-        with Spool(source) as spool:
+    for spool in spools:
+        with spool:
             if created:
                 retry(partial(Shipper(spool, client, stats).ship, stop=retry.expired))
             unsent += sum(1 for _ in spool.records())
@@ -142,23 +151,27 @@ def sync(
     token: str | None = None,
     *,
     timeout_s: float = 60.0,
+    tls: ClientTls | None = None,
     connect: Connect | None = None,
     backoff: Backoff | None = None,
     monotonic: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    sealer: Sealer | None = None,
 ) -> SyncResult:
     """Upload every run under a spool directory (or one run directory) to ``server``.
 
     Safe to repeat: each source resumes from its acked position and the
     collector drops batches it already has. Gives up retrying after ``timeout_s``.
+    ``sealer`` opens spools written with an encryption key (SpoolKeyError without it); ``tls``
+    says how to trust an ``https://`` server (and the client certificate for mutual TLS).
     """
     run_dirs = _run_dirs(Path(path))
-    client = HttpClient(server, token, connect=connect)
+    client = HttpClient(server, token, tls=tls, connect=connect)
     stats = ShipStats()
     started = monotonic()
     retry = _Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
     try:
-        unsent = sum(_sync_run(d, client, stats, retry) for d in run_dirs)
+        unsent = sum(_sync_run(d, client, stats, retry, sealer) for d in run_dirs)
     finally:
         client.close()
     why = _why_stopped(server, retry, monotonic() - started) if unsent else retry.refused

@@ -1,8 +1,17 @@
 """The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
 
-from ._catalogue import SeriesInfo
+from ._catalogue import LabelMatch, SeriesInfo
 from ._errors import StoreError
+from ._records import ChainCheck, Head
 from ._store import Store
 from ._tokens import TokenRecord
 
-__all__ = ["SeriesInfo", "Store", "StoreError", "TokenRecord"]
+__all__ = [
+    "ChainCheck",
+    "Head",
+    "LabelMatch",
+    "SeriesInfo",
+    "Store",
+    "StoreError",
+    "TokenRecord",
+]

@@ -21,6 +21,9 @@ LABEL_COLUMNS = ("run", "node", "rank", "gpu")
 #: Series of one name, run and node share a histogram group (percentiles across ranks).
 Group = tuple[str, str | None, str | None]
 
+#: Label filters: a label equal to a value, or to one of a set of values (a caller's runs).
+LabelMatch = Mapping[str, str | frozenset[str]]
+
 
 @dataclass(frozen=True, slots=True)
 class SeriesInfo:
@@ -100,15 +103,18 @@ class Catalogue:
             new.by_name.setdefault(key.name, []).append(sid)
         return new
 
-    def select(self, name: str | None, match: Mapping[str, str] | None) -> list[SeriesInfo]:
+    def select(self, name: str | None, match: LabelMatch | None) -> list[SeriesInfo]:
         """Series with this name (aliases like ``loss`` too; any if None) whose labels equal
-        every pair in ``match``."""
+        every pair in ``match`` (a set: one of its values)."""
         ids = sorted(self.keys) if name is None else self.by_name.get(ALIASES.get(name, name), [])
-        wanted = {k: str(v) for k, v in (match or {}).items()}
+        wanted = {
+            k: v if isinstance(v, frozenset) else frozenset({str(v)})
+            for k, v in (match or {}).items()
+        }
         out = []
         for sid in ids:
             key = self.keys[sid]
-            if all(key.label(k) == v for k, v in wanted.items()):
+            if all(key.label(k) in v for k, v in wanted.items()):
                 out.append(SeriesInfo(sid, key))
         return out
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..model import NO_STEP, Event, SampleBatch
+from ..model import NO_STEP, Event, RecordBatch, SampleBatch, check_producer_batch
 from ._catalogue import Catalogue
+from ._records import Head, chain
 
 SAMPLES_SCHEMA = pa.schema(
     [
@@ -44,8 +45,10 @@ class Prepared:
     series: pa.Table
     samples: pa.Table
     events: pa.Table
+    records: pa.Table
     seqs: dict[str, int]
     next_rid: int
+    head: Head
 
 
 def rows_table(rows: Sequence[Sequence[object]], schema: pa.Schema) -> pa.Table:
@@ -68,6 +71,8 @@ def event_row(event: Event) -> tuple[object, ...]:
 
 def _check(batch: SampleBatch) -> None:
     batch.check()
+    if not isinstance(batch, RecordBatch):
+        check_producer_batch(batch)
     if (
         len(batch)
         and np.issubdtype(batch.series.dtype, np.signedinteger)
@@ -79,10 +84,14 @@ def _check(batch: SampleBatch) -> None:
 def _accept(
     batches: Sequence[SampleBatch], last_seq: Mapping[str, int]
 ) -> tuple[list[bool], dict[str, int]]:
-    """Which batches are new (seq above the source's last applied one), and the new last seqs."""
+    """Which batches are new (seq above the source's last applied one), and the new last seqs;
+    the collector's records are always new (written once, numbered by the store)."""
     accepted: list[bool] = []
     seqs: dict[str, int] = {}
     for batch in batches:
+        if isinstance(batch, RecordBatch):
+            accepted.append(True)
+            continue
         last = seqs.get(batch.source, last_seq.get(batch.source))
         ok = last is None or batch.seq > last
         accepted.append(ok)
@@ -111,22 +120,35 @@ def _samples(batches: list[SampleBatch], catalogue: Catalogue, first_rid: int) -
 
 
 def prepare(
-    batches: Sequence[SampleBatch], catalogue: Catalogue, last_seq: Mapping[str, int], rid: int
+    batches: Sequence[SampleBatch],
+    catalogue: Catalogue,
+    last_seq: Mapping[str, int],
+    rid: int,
+    head: Head,
 ) -> Prepared:
-    """Check every batch and build the tables to append; raises before anything is written."""
+    """Check every batch and build the tables to append; raises before anything is written.
+
+    Ingested events go to ``events``, the collector's (a ``RecordBatch``) to ``records``,
+    chained after ``head`` in the order of ``batches``: the writer thread's commit order.
+    """
     for batch in batches:
         _check(batch)
     accepted, seqs = _accept(batches, last_seq)
     chosen = [b for b, ok in zip(batches, accepted, strict=True) if ok]
     catalogue, new_series = catalogue.register(k for b in chosen for k in b.keys)
     samples = _samples(chosen, catalogue, rid)
-    events = rows_table([event_row(e) for b in chosen for e in b.events], EVENTS_SCHEMA)
+    ingested = [event_row(e) for b in chosen if not isinstance(b, RecordBatch) for e in b.events]
+    records, head = chain(
+        [event_row(e) for b in chosen if isinstance(b, RecordBatch) for e in b.events], head
+    )
     return Prepared(
         accepted,
         catalogue,
         rows_table(new_series, SERIES_SCHEMA),
         samples,
-        events,
+        rows_table(ingested, EVENTS_SCHEMA),
+        records,
         seqs,
         rid + samples.num_rows,
+        head,
     )

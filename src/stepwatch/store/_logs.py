@@ -15,6 +15,8 @@ class LogFilter:
     """Which log lines to return; None leaves a field unfiltered."""
 
     run: str | None = None
+    #: Only lines of these runs (a caller's projects); None: of every run and of none.
+    runs: frozenset[str] | None = None
     text: str | None = None
     node: str | None = None
     rank: str | None = None
@@ -36,9 +38,11 @@ def logs(cur: duckdb.DuckDBPyConnection, f: LogFilter) -> list[Event]:
     """
     pattern = None if f.text is None else f"%{_escape_like(f.text)}%"
     level = None if f.level is None else f.level.lower()
+    among = None if f.runs is None else sorted(f.runs)
     rows = cur.execute(
         r"""SELECT ts, kind, text, labels, data FROM events
         WHERE kind = 'log' AND (? IS NULL OR run = ?)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
           AND (? IS NULL OR text ILIKE ? ESCAPE '\')
           AND (? IS NULL OR json_extract_string(labels, '$.node') = ?)
           AND (? IS NULL OR json_extract_string(labels, '$.rank') = ?)
@@ -46,7 +50,8 @@ def logs(cur: duckdb.DuckDBPyConnection, f: LogFilter) -> list[Event]:
           AND (? IS NULL OR ts >= ?) AND (? IS NULL OR ts <= ?)
         ORDER BY ts DESC, rowid DESC LIMIT ?""",
         [
-            *(f.run, f.run, pattern, pattern, f.node, f.node, f.rank, f.rank, level, level),
+            *(f.run, f.run, among, among, pattern, pattern, f.node, f.node, f.rank, f.rank),
+            *(level, level),
             *(f.start, f.start, f.end, f.end, f.limit),
         ],
     ).fetchall()

@@ -7,6 +7,8 @@ cursor is the caller's to throw away (tables registered on it go with it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -102,3 +104,18 @@ def latest(
         [watermark],
     ).fetchall()
     return [(int(s), float(t), int(st), float(v)) for s, t, st, v in rows]
+
+
+def export_parquet(cur: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> None:
+    """A run's samples, time ordered, with their series' columns, as one Parquet file."""
+    # Numbered parameters: DuckDB 1.5 binds a ? after TO before those of the query.
+    cur.execute(
+        """COPY (
+            SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
+                   TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
+                   c.labels
+            FROM samples s JOIN series c ON s.series = c.id
+            WHERE c.run = $1 ORDER BY s.ts, s.rid
+        ) TO $2 (FORMAT parquet, COMPRESSION zstd)""",
+        [run_id, str(path)],
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 import duckdb
@@ -61,14 +62,17 @@ def events(
     start: float | None,
     end: float | None,
     limit: int,
+    runs: Collection[str] | None = None,
 ) -> list[Event]:
     """The newest ``limit`` matching events, returned oldest first."""
+    among = None if runs is None else sorted(runs)
     rows = cur.execute(
         """SELECT ts, kind, text, labels, data FROM events
         WHERE (? IS NULL OR run = ?) AND (? IS NULL OR kind = ?)
           AND (? IS NULL OR ts >= ?) AND (? IS NULL OR ts <= ?)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
         ORDER BY ts DESC, rowid DESC LIMIT ?""",
-        [run, run, kind, kind, start, start, end, end, limit],
+        [run, run, kind, kind, start, start, end, end, among, among, limit],
     ).fetchall()
     return [
         Event(ts, kind, text, json.loads(labels), json.loads(data))

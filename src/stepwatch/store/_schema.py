@@ -14,7 +14,8 @@ import duckdb
 from . import _tokens
 from ._errors import StoreError
 
-SCHEMA_VERSION = 1
+#: 2: the collector's records apart from ingested events, hash-chained; sources' owners.
+SCHEMA_VERSION = 2
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
 TIERS: tuple[int, ...] = (10, 300)
@@ -35,9 +36,14 @@ _DDL = [
         rid BIGINT NOT NULL, series INTEGER NOT NULL, ts DOUBLE NOT NULL,
         step BIGINT, value DOUBLE)""",
     "CREATE TABLE IF NOT EXISTS sources (source VARCHAR PRIMARY KEY, seq BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)",
     """CREATE TABLE IF NOT EXISTS events (
         ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL, run VARCHAR,
         labels VARCHAR NOT NULL, data VARCHAR NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS records (
+        seq BIGINT NOT NULL, ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL,
+        run VARCHAR, labels VARCHAR NOT NULL, data VARCHAR NOT NULL, prev VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS runs (
         id VARCHAR PRIMARY KEY, project VARCHAR NOT NULL, name VARCHAR NOT NULL,
         config VARCHAR NOT NULL, status VARCHAR NOT NULL, start DOUBLE NOT NULL, "end" DOUBLE,
@@ -57,18 +63,27 @@ for _tier in TIERS:
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the tables of a new file, or check that an existing file speaks our version."""
+    """Create the tables of a new file, or check that an existing file speaks our version
+    (before changing anything in it)."""
     con.execute("BEGIN")
     try:
+        _check_version(con)
         for statement in _DDL:
             con.execute(statement)
         con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA_VERSION])
         con.execute("INSERT OR IGNORE INTO meta VALUES ('watermark', 0)")
-        ((version,),) = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _check_version(con: duckdb.DuckDBPyConnection) -> None:
+    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "meta" not in tables:
+        return
+    found = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
+    version = found[0][0] if found else None
     if version != SCHEMA_VERSION:
         raise StoreError(
             f"file has store schema version {version}, this code reads {SCHEMA_VERSION}"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,14 +13,27 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from .._encryption import EncryptionKey
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from . import _compact, _logs, _multi, _percentiles, _query, _runs, _summary, _tokens
-from ._catalogue import Catalogue, SeriesInfo
+from . import (
+    _compact,
+    _encryption,
+    _logs,
+    _multi,
+    _percentiles,
+    _query,
+    _records,
+    _runs,
+    _summary,
+    _tokens,
+)
+from ._catalogue import Catalogue, LabelMatch, SeriesInfo
+from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
 from ._plan import plan
-from ._schema import ensure_schema
+from ._records import ChainCheck, Head
 from ._summary import RunSummary
 from ._tokens import TokenRecord
 
@@ -35,39 +47,25 @@ _OPEN: set[str] = set()
 _OPEN_LOCK = threading.Lock()
 
 
-def _lock_holder(message: str) -> int | None:
-    """The PID DuckDB names when another process holds the file's lock ("... (PID 123)")."""
-    found = re.search(r"lock.*\(PID (\d+)\)", message, re.IGNORECASE | re.DOTALL)
-    return int(found.group(1)) if found else None
-
-
-def _connect(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open and check the file, turning DuckDB's errors into a StoreError that says what."""
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as e:
-        if (holder := _lock_holder(str(e))) is not None:
-            message = f"store {path} is in use by another process (PID {holder})"
-            raise StoreError(message, holder) from e
-        hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
-        raise StoreError(f"cannot open store {path}{hint}: {e}") from e
-    try:
-        ensure_schema(con)
-    except (duckdb.Error, StoreError) as e:
-        con.close()
-        raise StoreError(f"cannot use store {path}: {e}") from e
-    return con
-
-
 class Store:
     """The embedded time-series store: series catalogue, samples, tiers, runs and events.
+
+    With ``key`` the file is an encrypted database (created so when new); a file opens only
+    with the key it was written with, and a plain file only without one.
 
     Writes serialise on one lock; every read runs in its own cursor and
     transaction, so queries from other threads see a consistent snapshot.
     """
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        key: EncryptionKey | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.encrypted = key is not None
         self._clock = clock
         self._lock = threading.RLock()
         self._key = str(self.path.resolve())
@@ -77,7 +75,7 @@ class Store:
             _OPEN.add(self._key)
         self._closed = True
         try:
-            self._con = _connect(self.path)
+            self._con = connect(self.path, key)
             self._closed = False
             with self._txn() as cur:
                 self._load(cur)
@@ -99,6 +97,10 @@ class Store:
             "FROM meta WHERE key = 'watermark'"
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
+        self._head = _records.load_head(cur)
+        self._owners: dict[str, str] = dict(
+            cur.execute("SELECT source, owner FROM source_owners").fetchall()
+        )
 
     def close(self) -> None:
         """Close the file; the Store cannot be used afterwards."""
@@ -125,6 +127,8 @@ class Store:
             raise StoreError(f"store {self.path} is closed")
         cur = self._con.cursor()
         try:
+            if self.encrypted:  # a new cursor starts in DuckDB's in-memory default database
+                cur.execute(f"USE {_encryption.ALIAS}")
             cur.execute("BEGIN")
             try:
                 yield cur
@@ -150,18 +154,33 @@ class Store:
     def apply(self, batches: Sequence[SampleBatch]) -> list[bool]:
         """Store new batches in one transaction; False for a duplicate (seq already applied).
 
-        Raises (and stores nothing of any batch) when a batch is malformed.
+        Raises (and stores nothing of any batch) when a batch is malformed, or when a batch
+        that is not a ``RecordBatch`` claims a source or an event kind of the collector's.
         """
         with self._lock:
-            prep = prepare(batches, self._cat, self._seqs, self._next_rid)
-            if prep.seqs:
+            prep = prepare(batches, self._cat, self._seqs, self._next_rid, self._head)
+            if any(prep.accepted):
                 with self._txn() as cur:
                     _write(cur, prep)
                 self._cat, self._next_rid = prep.catalogue, prep.next_rid
                 self._seqs.update(prep.seqs)
+                self._head = prep.head
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
+
+    def claim_source(self, source: str, owner: str) -> str:
+        """Bind ``source`` to ``owner`` unless it is bound already; the owner it is bound to."""
+        with self._lock:
+            if source not in self._owners:
+                with self._txn() as cur:
+                    cur.execute("INSERT INTO source_owners VALUES (?, ?)", [source, owner])
+                self._owners[source] = owner
+            return self._owners[source]
+
+    def owner_of(self, source: str) -> str | None:
+        """Who first sent ``source`` (from memory: never waits on the writer's lock)."""
+        return self._owners.get(source)
 
     def last_seq(self, source: str) -> int | None:
         """The last applied batch sequence number of a source."""
@@ -224,10 +243,35 @@ class Store:
         start: float | None = None,
         end: float | None = None,
         limit: int = 1000,
+        runs: Collection[str] | None = None,
     ) -> list[Event]:
-        """The newest ``limit`` events matching the filters, oldest first."""
+        """The newest ``limit`` events matching the filters, oldest first; ``runs`` keeps only
+        events of those runs (a caller's projects)."""
         with self._txn() as cur:
-            return _runs.events(cur, run, kind, start, end, limit)
+            return _runs.events(cur, run, kind, start, end, limit, runs)
+
+    def records(
+        self,
+        run: str | None = None,
+        kind: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int = 1000,
+        runs: Collection[str] | None = None,
+    ) -> list[Event]:
+        """The newest ``limit`` of the collector's own records matching the filters, oldest
+        first; nothing ingested is ever among them; ``runs`` as in ``events``."""
+        with self._txn() as cur:
+            return _records.records(cur, run, kind, start, end, limit, runs)
+
+    def record_head(self) -> Head:
+        """The last record's seq and hash (seq 0 and the genesis hash while there is none)."""
+        return self._head
+
+    def verify_records(self) -> ChainCheck:
+        """Re-compute the records' hash chain from the file; names the first broken record."""
+        with self._txn() as cur:
+            return _records.verify(cur)
 
     def logs(self, **where: Any) -> list[Event]:
         """The newest log events passing the filter (``LogFilter``'s fields), oldest first."""
@@ -258,9 +302,7 @@ class Store:
 
     # ---- series queries -----------------------------------------------------------------
 
-    def series(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
-    ) -> list[SeriesInfo]:
+    def series(self, name: str | None = None, match: LabelMatch | None = None) -> list[SeriesInfo]:
         """Stored series with this name (any if None) whose labels equal ``match``."""
         return self._cat.select(name, match)
 
@@ -291,7 +333,7 @@ class Store:
     def downsample_many(
         self,
         name: str | Sequence[str] | None,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -314,7 +356,7 @@ class Store:
     def percentiles(
         self,
         name: str,
-        match: Mapping[str, str] | None,
+        match: LabelMatch | None,
         start: float,
         end: float,
         points: int,
@@ -337,7 +379,7 @@ class Store:
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
 
     def latest(
-        self, name: str | None = None, match: Mapping[str, str] | None = None
+        self, name: str | None = None, match: LabelMatch | None = None
     ) -> list[tuple[SeriesKey, float, int, float]]:
         """(key, ts, step, value) of the newest sample of each matching series that has one."""
         cat = self._cat
@@ -353,24 +395,15 @@ class Store:
         (ts, run, name, value, step, node, rank, gpu) plus labels as JSON."""
         path = Path(path)
         with self._txn() as cur:
-            cur.execute(
-                """COPY (
-                    SELECT s.ts, c.run, c.name, s.value, s.step, c.node,
-                           TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu,
-                           c.labels
-                    FROM samples s JOIN series c ON s.series = c.id
-                    WHERE c.run = ? ORDER BY s.ts, s.rid
-                ) TO ? (FORMAT parquet, COMPRESSION zstd)""",
-                [run_id, str(path)],
-            )
+            _query.export_parquet(cur, run_id, path)
         return path
 
     def stats(self) -> dict[str, int]:
-        """Sizes: samples, series, runs, events, rows not yet compacted, bytes on disk."""
+        """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
         with self._snapshot() as (cur, watermark):
-            ((samples, runs, events),) = cur.execute(
+            ((samples, runs, events, records),) = cur.execute(
                 "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
-                "(SELECT count(*) FROM events)"
+                "(SELECT count(*) FROM events), (SELECT count(*) FROM records)"
             ).fetchall()
         wal = self.path.with_name(self.path.name + ".wal")
         return {
@@ -378,6 +411,7 @@ class Store:
             "series": len(self._cat),
             "runs": int(runs),
             "events": int(events),
+            "records": int(records),
             "uncompacted": self._next_rid - watermark,
             "file_bytes": sum(p.stat().st_size for p in (self.path, wal) if p.exists()),
         }
@@ -389,9 +423,11 @@ def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
         ("series", prep.series),
         ("samples", prep.samples),
         ("events", prep.events),
+        ("records", prep.records),
     ):
         if rows.num_rows:
             cur.register("_rows", rows)
             cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
             cur.unregister("_rows")
-    cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))
+    if prep.seqs:
+        cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))

@@ -99,7 +99,7 @@ def _open_alerts(cur: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str
         f"""SELECT run, count(*) FROM (
             SELECT run, arg_max(lower(coalesce(json_extract_string(data, '$.state'), 'firing')),
                                 ts) AS state
-            FROM events WHERE kind = 'alert' AND list_contains(?, run)
+            FROM records WHERE kind = 'alert' AND list_contains(?, run)
             GROUP BY run, coalesce(json_extract_string(data, '$.id'),
                                    json_extract_string(data, '$.rule'), text, '') || labels)
         WHERE state NOT IN {CLOSED_STATES!r} GROUP BY run""",

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from .._text import unreachable
+from .._tls import ClientTls
 from ..wire import parse_value
 from ._alerts import alerts_from_api, open_alerts_from_events
 from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
@@ -56,6 +57,7 @@ class TopClient:
     Args:
         server: the collector's base URL.
         token: bearer token, when the collector requires one.
+        tls: the CA to trust and the client certificate, for an ``https://`` server.
         transport: an httpx transport (tests and embedding); the network by default.
         clock: wall-clock seconds, to date snapshots.
     """
@@ -65,6 +67,7 @@ class TopClient:
         server: str,
         token: str | None = None,
         *,
+        tls: ClientTls | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.time,
         timeout_s: float = 10.0,
@@ -73,6 +76,7 @@ class TopClient:
         self._http = httpx.Client(
             base_url=server.rstrip("/") + "/api/v1",
             headers=headers,
+            verify=(tls or ClientTls()).verify(server),
             transport=transport,
             timeout=timeout_s,
         )

@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from .._tls import ClientTls
 from ._fetch import TopClient, TopError
 from ._render import render
 
@@ -75,6 +76,7 @@ def watch(
     run_id: str | None = None,
     *,
     token: str | None = None,
+    tls: ClientTls | None = None,
     interval_s: float = 2.0,
     once: bool = False,
     console: Console | None = None,
@@ -86,13 +88,14 @@ def watch(
         server: the collector's base URL.
         run_id: the run to watch; None picks one.
         token: bearer token, when the collector requires one.
+        tls: the CA to trust and the client certificate, for an ``https://`` server.
         interval_s: seconds between refreshes.
         once: print a single frame and return.
         console: where to draw (the terminal by default).
         keys: where key presses come from (stdin by default).
     """
     console = console or Console()
-    with TopClient(server, token) as client:
+    with TopClient(server, token, tls=tls) as client:
         run = run_id or client.pick_run()
         if once:
             console.print(render(client.snapshot(run)))

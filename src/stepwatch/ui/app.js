@@ -1,9 +1,10 @@
 // The dashboard shell: hash routing (view state in the URL), run selection, theme, keyboard,
-// live updates over server-sent events, and one view at a time in <main id="view">.
+// live updates over server-sent events, sign-in, and one view at a time in <main id="view">.
 
 import { api, subscribe, ApiError } from "./js/api.js";
 import { el, throttle, themeChanged } from "./js/util.js";
 import { loadAlerts, annotations } from "./js/alerts.js";
+import { startSession } from "./js/session.js";
 import * as runs from "./js/views/runs.js";
 import * as overview from "./js/views/overview.js";
 import * as hardware from "./js/views/hardware.js";
@@ -53,11 +54,11 @@ function showMessage(text) {
   $("message").textContent = text || "";
 }
 
-// Refusals of the API and an unreachable collector are messages; anything else is a bug and
-// also goes to the console.
+// Refusals of the API and an unreachable collector are messages (a 401 is the sign-in form's);
+// anything else is a bug and also goes to the console.
 function showError(err) {
   if (!err) return showMessage("");
-  if (err.name === "AbortError") return;
+  if (err.name === "AbortError" || (err instanceof ApiError && err.status === 401)) return;
   if (err instanceof ApiError) return showMessage(err.message);
   if (err instanceof TypeError && /fetch|network/i.test(err.message)) return showMessage("Cannot reach the collector; retrying with the next update.");
   showMessage(String(err.message || err));
@@ -290,6 +291,18 @@ async function route() {
   }
 }
 
+// Signed out, or the session ended: nothing the collector said stays on the page.
+function signedOut() {
+  if (shell.abort) shell.abort.abort();
+  if (shell.view && shell.view.destroy) shell.view.destroy();
+  if (shell.stream) shell.stream.close();
+  Object.assign(shell, { view: null, ctx: null, name: null, summaries: [], stream: null, streamRun: undefined, streamUp: false });
+  $("run-select").replaceChildren();
+  $("view").replaceChildren();
+  showMessage("");
+  showStream();
+}
+
 // ---- keyboard --------------------------------------------------------------------------------
 
 function typing(target) {
@@ -365,4 +378,4 @@ $("help").addEventListener("click", (e) => {
 document.addEventListener("keydown", onKey);
 setInterval(() => pollRunEnd().catch(showError), RUN_POLL_MS);
 window.addEventListener("hashchange", route);
-route();
+startSession({ ready: route, left: signedOut, error: showError }).catch(showError);

@@ -1,7 +1,9 @@
-// Talking to the collector: JSON over fetch with the bearer token, and server-sent events.
+// Talking to the collector: JSON over fetch, and server-sent events. With auth on, the session
+// cookie (HttpOnly: the page never sees a token) goes along by itself; the page adds the
+// session's CSRF secret, held in memory only, to every request that changes something.
 
-const API = "/api/v1";
-const TOKEN_KEY = "stepwatch-token";
+export const API = "/api/v1";
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 const SPECIAL = { NaN: NaN, nan: NaN, "+Inf": Infinity, inf: Infinity, "-Inf": -Infinity, "-inf": -Infinity };
 
 // An API answer that is not 2xx: the status and the collector's sentence.
@@ -15,37 +17,36 @@ export class ApiError extends Error {
 // Numbers as the API spells them ("NaN", "+Inf", "-Inf" for non-finite values).
 export const num = (v) => (typeof v === "string" ? SPECIAL[v] ?? NaN : v === null ? NaN : v);
 
-function headers(extra) {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  return Object.assign(token ? { Authorization: "Bearer " + token } : {}, extra || {});
+const session = { csrf: null, refused: () => {} };
+
+// Hold the session's CSRF secret (null: none), and what to do when the collector answers 401
+// (no session, or it ended: the page asks to sign in again).
+export function useSession(csrf, refused) {
+  session.csrf = csrf || null;
+  if (refused) session.refused = refused;
 }
 
-// Ask once for the token when the collector answers 401; true when one was given.
-function askToken() {
-  const given = window.prompt("This collector needs its access token:");
-  if (!given) return false;
-  sessionStorage.setItem(TOKEN_KEY, given);
-  return true;
+function headers(method, extra) {
+  const csrf = !SAFE_METHODS.has(method) && session.csrf ? { "X-CSRF-Token": session.csrf } : {};
+  return Object.assign(csrf, extra || {});
 }
 
 // GET (or another method with a JSON body) an API path; resolves to the parsed JSON.
-export async function api(path, { method = "GET", body, signal } = {}) {
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    const init = { method, signal, headers: headers(body ? { "Content-Type": "application/json" } : null) };
-    if (body !== undefined) init.body = JSON.stringify(body);
-    const res = await fetch(API + path, init);
-    if (res.status === 401 && attempt === 0 && askToken()) continue;
-    const text = await res.text();
-    let parsed = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch (e) {
-      parsed = null;
-    }
-    if (!res.ok) throw new ApiError(res.status, (parsed && parsed.error) || res.statusText || String(res.status));
-    return parsed;
+// `quiet`: a 401 is only thrown, not reported as a signed-out page (sign-in asks this way).
+export async function api(path, { method = "GET", body, signal, quiet = false } = {}) {
+  const init = { method, signal, headers: headers(method, body ? { "Content-Type": "application/json" } : null) };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const res = await fetch(API + path, init);
+  const text = await res.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch (e) {
+    parsed = null;
   }
-  throw new ApiError(401, "not authorized");
+  if (res.status === 401 && !quiet) session.refused();
+  if (!res.ok) throw new ApiError(res.status, (parsed && parsed.error) || res.statusText || String(res.status));
+  return parsed;
 }
 
 // A query string from an object, leaving out null/undefined/"" values; arrays repeat the key.
@@ -59,15 +60,20 @@ export function qs(params) {
   return text ? "?" + text : "";
 }
 
-// Server-sent events read through fetch (EventSource cannot send the token).
+// Server-sent events read through fetch (the session cookie goes along, as with EventSource).
 // Calls onEvent(name, data) per event and onState(true/false) as the stream opens/drops;
-// reconnects after a pause until close() is called.
+// reconnects after a pause until close() is called, or until the collector answers 401.
 export function subscribe(path, onEvent, onState = () => {}) {
   let closed = false;
   let controller = null;
   async function once() {
     controller = new AbortController();
-    const res = await fetch(API + path, { headers: headers(), signal: controller.signal });
+    const res = await fetch(API + path, { signal: controller.signal });
+    if (res.status === 401) {
+      closed = true;
+      onState(false);
+      session.refused();
+    }
     if (!res.ok || !res.body) throw new ApiError(res.status, "stream refused");
     onState(true);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -117,14 +123,17 @@ export function subscribe(path, onEvent, onState = () => {}) {
 
 let routes = null;
 
-// Whether the collector serves an API path (from its OpenAPI description, read once per page),
-// so optional APIs are skipped without a 404 in the browser console.
+// Whether the collector serves an API path (from its OpenAPI description, read once per page;
+// a refusal before sign-in is asked again after it), so optional APIs are skipped without a
+// 404 in the browser console.
 export async function serves(path) {
   if (!routes) {
-    routes = fetch("/openapi.json", { headers: headers() })
-      .then((res) => (res.ok ? res.json() : { paths: {} }))
-      .then((spec) => new Set(Object.keys(spec.paths || {})))
+    routes = fetch("/openapi.json")
+      .then((res) => (res.status === 401 ? null : res.ok ? res.json() : { paths: {} }))
+      .then((spec) => spec && new Set(Object.keys(spec.paths || {})))
       .catch(() => new Set());
   }
-  return (await routes).has(path);
+  const known = await routes;
+  if (!known) routes = null;
+  return Boolean(known && known.has(path));
 }

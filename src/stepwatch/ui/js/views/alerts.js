@@ -1,10 +1,11 @@
 // Alerts: a timeline and a list of the run's alerts; details with the playbook text,
 // acknowledge and silence; silences listed with their removal. Read-only from alert events
-// when the collector has no alerts API.
+// when the collector has no alerts API, and for a role that may not operate.
 
 import { api, serves } from "../api.js";
 import { el, fmtTime, fmtDuration, fmtNum } from "../util.js";
 import { loadAlerts } from "../alerts.js";
+import { can } from "../session.js";
 import { timeAxis } from "../ticks.js";
 
 const STATES = ["all", "open", "firing", "resolved"];
@@ -113,14 +114,15 @@ export async function render(root, ctx) {
     const ann = a.annotations || {};
     const when = a.since || a.ts;
     const actions = el("div", { class: "toolbar" });
-    if (available) {
+    if (available && !can("operate")) actions.append(el("span", { class: "muted", text: "Acknowledging and silencing need the operator role." }));
+    if (available && can("operate")) {
       const comment = el("input", { type: "text", placeholder: "comment", "aria-label": "comment" });
       const duration = el("select", { "aria-label": "silence for" }, SILENCE_DURATIONS.map(([t, s]) => el("option", { value: s, text: t })));
       actions.append(
         comment,
-        el("button", { type: "button", dataset: { action: "ack" }, disabled: a.acked || undefined, onclick: () => act(() => api(`/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST", body: { by: "dashboard", comment: comment.value } })) }, a.acked ? "Acknowledged" : "Acknowledge"),
+        el("button", { type: "button", dataset: { action: "ack" }, disabled: a.acked || undefined, onclick: () => act(() => api(`/alerts/${encodeURIComponent(a.id)}/ack`, { method: "POST", body: { comment: comment.value } })) }, a.acked ? "Acknowledged" : "Acknowledge"),
         el("label", {}, "Silence", duration),
-        el("button", { type: "button", dataset: { action: "silence" }, onclick: () => act(() => api("/silences", { method: "POST", body: { matchers: matchers(a), duration_s: Number(duration.value), comment: comment.value, created_by: "dashboard" } })) }, "Silence " + matchers(a).join(", ")),
+        el("button", { type: "button", dataset: { action: "silence" }, onclick: () => act(() => api("/silences", { method: "POST", body: { matchers: matchers(a), duration_s: Number(duration.value), comment: comment.value } })) }, "Silence " + matchers(a).join(", ")),
       );
     }
     actions.append(el("a", { href: `#/logs?run=${encodeURIComponent(run)}&at=${when}` + (a.labels && a.labels.node ? "&node=" + encodeURIComponent(a.labels.node) : "") }, "Logs around this time"));
@@ -175,7 +177,7 @@ export async function render(root, ctx) {
             el("td", { text: s.comment || "" }),
             el("td", { text: s.created_by || "" }),
             el("td", { text: s.ends ? "until " + fmtTime(s.ends) : s.duration_s ? fmtDuration(s.duration_s) : "" }),
-            el("td", {}, el("button", { type: "button", dataset: { action: "unsilence" }, onclick: () => act(() => api(`/silences/${encodeURIComponent(s.id)}`, { method: "DELETE" })) }, "Remove")),
+            el("td", {}, can("operate") ? el("button", { type: "button", dataset: { action: "unsilence" }, onclick: () => act(() => api(`/silences/${encodeURIComponent(s.id)}`, { method: "DELETE" })) }, "Remove") : null),
           ),
         )),
       ),

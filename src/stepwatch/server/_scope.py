@@ -1,0 +1,88 @@
+"""Projects are tenants: which runs a caller sees, and the one 404 for a run it may not see.
+
+Every run belongs to a project; data with a ``run`` label belongs to that run's project, and
+data with none (a node agent's host metrics, fleet-level alerts) to no project, so only
+identities of every project see it. A run of another project answers exactly as an unknown
+run does, so its existence does not leak.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from ..auth import Identity
+from ..model import Run
+from ..store import LabelMatch, Store
+from ._errors import ApiError
+from ._params import label_match
+
+__all__ = ["Scope", "unknown_run"]
+
+
+def unknown_run(run_id: str) -> ApiError:
+    """The answer for a run that does not exist, or that the caller may not see."""
+    return ApiError(404, f"unknown run {run_id!r}")
+
+
+class Scope:
+    """Run -> project, remembered (a run never changes project), over the store's runs."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._project: dict[str, str] = {}
+
+    def remember(self, run: Run) -> None:
+        """Note the project of a run just stored."""
+        with self._lock:
+            self._project[run.id] = run.project
+
+    def project_of(self, run_id: str | None) -> str | None:
+        """The project of a run; None for no run or an unknown one (asked again next time)."""
+        if run_id is None:
+            return None
+        with self._lock:
+            found = self._project.get(run_id)
+        if found is None:
+            run = self.store.get_run(run_id)
+            if run is None:
+                return None
+            self.remember(run)
+            found = run.project
+        return found
+
+    def run(self, who: Identity, run_id: str) -> Run:
+        """The run, when the caller may see it; else the 404 of an unknown run."""
+        run = self.store.get_run(run_id)
+        if run is None or not who.sees(run.project):
+            raise unknown_run(run_id)
+        self.remember(run)
+        return run
+
+    def runs_of(self, who: Identity) -> frozenset[str] | None:
+        """The ids of the runs the caller sees; None when it sees every project (and data of
+        no run)."""
+        if who.projects is None:
+            return None
+        return frozenset(r.id for r in self.store.list_runs() if r.project in who.projects)
+
+    def sees(self, who: Identity, labels: Mapping[str, str]) -> bool:
+        """Whether data with these labels is the caller's (by its run's project)."""
+        return who.projects is None or who.sees(self.project_of(labels.get("run")))
+
+    def hears(self, who: Identity) -> Callable[[str | None], bool]:
+        """A live stream's filter: whether news of a run (None: of no run) is the caller's."""
+        if who.projects is None:
+            return lambda run: True
+        return lambda run: who.sees(self.project_of(run))
+
+    def match(self, who: Identity, run: str | None, labels: list[str] | None) -> LabelMatch | None:
+        """A query's label filter, limited to the caller's runs (another project's run, like an
+        unknown one, matches nothing)."""
+        match: dict[str, str | frozenset[str]] = dict(label_match(run, labels) or {})
+        mine = self.runs_of(who)
+        if mine is not None:
+            given = match.get("run")
+            match["run"] = mine if given is None else mine & {str(given)}
+        return match or None

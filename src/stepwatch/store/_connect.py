@@ -1,0 +1,40 @@
+"""Opening the store's file: DuckDB's errors made StoreErrors that say what and who."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+
+from .._encryption import EncryptionKey
+from . import _encryption
+from ._errors import StoreError
+from ._schema import ensure_schema
+
+
+def _lock_holder(message: str) -> int | None:
+    """The PID DuckDB names when another process holds the file's lock ("... (PID 123)")."""
+    found = re.search(r"lock.*\(PID (\d+)\)", message, re.IGNORECASE | re.DOTALL)
+    return int(found.group(1)) if found else None
+
+
+def connect(path: Path, key: EncryptionKey | None = None) -> duckdb.DuckDBPyConnection:
+    """Open and check the file (encrypted under ``key`` when given), turning DuckDB's errors
+    into a StoreError that says what."""
+    try:
+        con = duckdb.connect(str(path)) if key is None else _encryption.attach(path, key)
+    except duckdb.Error as e:
+        if (holder := _lock_holder(str(e))) is not None:
+            message = f"store {path} is in use by another process (PID {holder})"
+            raise StoreError(message, holder) from e
+        if (refused := _encryption.key_error(path, e, key)) is not None:
+            raise refused from None
+        hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
+        raise StoreError(f"cannot open store {path}{hint}: {e}") from e
+    try:
+        ensure_schema(con)
+    except (duckdb.Error, StoreError) as e:
+        con.close()
+        raise StoreError(f"cannot use store {path}: {e}") from e
+    return con
