@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "MAX_ABS_TS_S",
+    "MAX_INT64",
     "NO_STEP",
     "ALIASES",
     "GPU_METRICS",
@@ -28,6 +30,7 @@ __all__ = [
     "SeriesKey",
     "canonical_name",
     "check_producer_batch",
+    "is_timestamp",
     "validate_label",
 ]
 
@@ -53,6 +56,17 @@ RESERVED_SOURCE_PREFIX = "stepwatch."
 
 #: Step column value meaning "this sample has no optimizer step" (hardware metrics).
 NO_STEP = -1
+#: The largest seq or step the store's 64-bit integer columns hold.
+MAX_INT64 = 2**63 - 1
+#: Timestamps are seconds since the epoch within this of it (some 3000 years either way):
+#: further out, tier buckets and query plans would overflow 64-bit integers.
+MAX_ABS_TS_S = 1e11
+
+
+def is_timestamp(t: float) -> bool:
+    """A time the store can bucket: finite and within ``MAX_ABS_TS_S`` of the epoch."""
+    return -MAX_ABS_TS_S <= t <= MAX_ABS_TS_S  # NaN compares false
+
 
 #: Users' bare names and the vocabulary names they stand for (../ANOMALIES.md).
 ALIASES: dict[str, str] = {
@@ -206,10 +220,12 @@ class SampleBatch:
                 f"series index {int(self.series.max())} out of range: "
                 f"batch defines {len(self.keys)} series"
             )
-        if n and not np.isfinite(self.ts).all():
-            raise ValueError("timestamps must be finite numbers of seconds")
-        if self.seq < 0:
-            raise ValueError("seq must be >= 0")
+        if n and not (np.abs(self.ts) <= MAX_ABS_TS_S).all():
+            raise ValueError(
+                f"timestamps must be finite numbers of seconds within ±{MAX_ABS_TS_S:g}"
+            )
+        if not 0 <= self.seq <= MAX_INT64:
+            raise ValueError(f"seq must be in [0, {MAX_INT64}]")
 
 
 @dataclass(slots=True)

@@ -63,3 +63,21 @@ def test_openapi_lists_the_api(client: httpx.Client) -> None:
         "/healthz",
         "/readyz",
     } <= set(paths)
+
+
+def test_openapi_declares_the_refusals_the_api_sends(client: httpx.Client) -> None:
+    """Every refusal is ``{"error": ...}`` with a declared status; none is FastAPI's 422."""
+    schema = client.get("/openapi.json").json()
+    operations = [op for ops in schema["paths"].values() for op in ops.values()]
+    for operation in operations:
+        assert {"400", "401", "403", "404"} <= set(operation["responses"])
+        assert "422" not in operation["responses"]
+    body = schema["components"]["schemas"]["ErrorBody"]
+    assert body["required"] == ["error"] and body["properties"]["error"]["type"] == "string"
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+    ingest = schema["paths"]["/api/v1/ingest"]["post"]
+    assert {"413", "415", "503"} <= set(ingest["responses"])
+    assert {"application/json", "application/x-stepwatch-batch"} == set(
+        ingest["requestBody"]["content"]
+    )
+    assert "409" in schema["paths"]["/api/v1/actions/{action_id}/approve"]["post"]["responses"]

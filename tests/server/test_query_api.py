@@ -158,6 +158,7 @@ def test_a_series_without_data_in_range_is_empty(api: httpx.Client) -> None:
         ("/api/v1/query/raw", {"series": "abc"}, 400, "series: Input should be a valid integer"),
         ("/api/v1/query/raw", {}, 400, "series: Field required"),
         ("/api/v1/query/raw", {"series": 0, "limit": 0}, 400, "limit:"),
+        ("/api/v1/query/raw", {"series": 0, "limit": 2**63}, 400, "limit:"),  # beyond 64 bits
         ("/api/v1/query/raw", {"series": 0, "start": 5, "end": 1}, 400, "is before start"),
         ("/api/v1/query/downsample", {"series": 0, "points": 0}, 400, "points must be between"),
         (
@@ -171,6 +172,12 @@ def test_a_series_without_data_in_range_is_empty(api: httpx.Client) -> None:
             {"series": 0, "start": "inf"},
             400,
             "start must be a finite number",
+        ),
+        (  # finite, but its buckets would overflow 64-bit integers
+            "/api/v1/query/downsample",
+            {"series": 0, "start": -1e308, "end": 1e308},
+            400,
+            "start must be a finite number of seconds within",
         ),
         ("/api/v1/query/percentiles", {"name": "x", "q": "0.5,2"}, 400, "outside [0, 1]"),
         ("/api/v1/query/percentiles", {"name": "x", "q": "median"}, 400, "q must be"),

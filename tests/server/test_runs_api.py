@@ -106,6 +106,10 @@ def test_finish_resolves_the_run_s_alerts_and_no_other_run_s(
         ("POST", "/api/v1/runs", {"id": "a/b"}, 400, "id:"),
         ("POST", "/api/v1/runs", {"id": "x", "colour": "red"}, 400, "colour: Extra inputs"),
         ("POST", "/api/v1/runs", {"id": "x", "planned_total_steps": -1}, 400, "planned_total"),
+        # beyond the store's 64-bit columns and times: refused, not a server error
+        ("POST", "/api/v1/runs", {"id": "x", "planned_total_steps": 2**64}, 400, "planned_total"),
+        ("POST", "/api/v1/runs", {"id": "x", "start": 1e300}, 400, "start: Input should be"),
+        ("POST", "/api/v1/runs/r/finish", {"status": "failed", "end": -1e300}, 400, "end:"),
         ("POST", "/api/v1/runs", None, 400, "Field required"),
     ],
 )

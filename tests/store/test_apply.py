@@ -74,6 +74,8 @@ def test_events_travel_with_their_batch(store: Store) -> None:
     [
         (batch([LOSS], [0, 1], [T0, T0], [1.0, 2.0], seq=2), ValueError),  # unknown series index
         (batch([LOSS], [0], [math.nan], [1.0], seq=2), ValueError),  # timestamp not finite
+        (batch([LOSS], [0], [1e300], [1.0], seq=2), ValueError),  # beyond the time buckets
+        (batch([LOSS], [0], [T0], [1.0], seq=2**63), ValueError),  # beyond the seq column
         (
             batch([LOSS], [0], [T0], [1.0], seq=2, events=[Event(T0, "x", data={"o": object()})]),
             TypeError,

@@ -136,6 +136,24 @@ def test_non_finite_timestamps_are_rejected() -> None:
         decode(frame)
 
 
+@pytest.mark.parametrize(
+    ("seq", "ts", "message"),
+    [(2**63, 1.0, "'seq' must be a non-negative integer"), (0, 1e300, "within ±1e\\+11")],
+)
+def test_numbers_beyond_the_stores_columns_are_rejected(seq: int, ts: float, message: str) -> None:
+    frame = encode(
+        "s",
+        seq,
+        [("x", {})],
+        array.array("d", [1.0]),
+        array.array("d", [ts]),
+        array.array("q", [0]),
+        array.array("I", [0]),
+    )
+    with pytest.raises(WireError, match=message):
+        decode(frame)
+
+
 def test_columns_of_unequal_length_cannot_be_encoded() -> None:
     with pytest.raises(WireError, match="same length"):
         encode(

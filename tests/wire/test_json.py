@@ -62,6 +62,15 @@ def test_missing_ts_takes_the_arrival_time() -> None:
         (_body([{"name": "x", "value": 1, "step": -2}]), "'step' must be a non-negative"),
         (_body([{"name": "x", "value": 1, "labels": {"rank": [0]}}]), "label 'rank' must be"),
         (_body([], events=[{"ts": 1, "kind": ""}]), "'kind'"),
+        # Beyond what the store's 64-bit columns and time buckets hold: refused, not a crash.
+        (json.dumps({"source": "s", "seq": 2**64}).encode(), "'seq' must be a non-negative"),
+        (_body([{"name": "x", "value": 1, "step": 2**63}]), "'step' must be a non-negative"),
+        (_body([{"name": "x", "value": 1, "ts": 1e300}]), r"'ts' must be .* within ±1e\+11"),
+        (_body([{"name": "x", "value": 1, "ts": 10**400}]), "'ts' must be a finite number"),
+        (_body([{"name": "x", "value": 10**400}]), "too large for a float"),
+        (_body([{"name": "x", "value": 1, "labels": "run=r"}]), "'labels' must be an object"),
+        (_body([], events=[{"ts": 10**400, "kind": "k"}]), "event field 'ts' must be a finite"),
+        (b'{"source": "s", "seq": 1, "events": [{"ts": NaN, "kind": "k"}]}', "event field 'ts'"),
     ],
 )
 def test_bad_json_is_rejected_with_a_reason(body: bytes, message: str) -> None:

@@ -21,7 +21,7 @@ from ..act import (
 )
 from ..auth import ANONYMOUS, Identity
 from ._auth import Admin, Operator, Reader
-from ._errors import ApiError
+from ._errors import ApiError, error_responses
 from ._jsonio import JSON, clean
 from ._scope import Scope
 
@@ -147,7 +147,7 @@ def actions_router(remediation: Remediation, scope: Scope) -> APIRouter:
     """The actions and playbooks routes over ``remediation``, limited to the caller's
     projects."""
     actions = _Actions(remediation, scope)
-    router = APIRouter(prefix="/api/v1")
+    router = APIRouter(prefix="/api/v1", responses=error_responses(409))
     router.add_api_route("/playbooks", actions.playbooks, methods=["GET"])
     router.add_api_route("/actions", actions.list_actions, methods=["GET"])
     router.add_api_route("/actions", actions.request, methods=["POST"])

@@ -26,7 +26,7 @@ from ._auth import PUBLIC, Guard, SignedIn, include
 from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
-from ._errors import install_error_handlers
+from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
 from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
 from ._ingest import ingest_router
 from ._jsonio import JSON, error_response
@@ -59,7 +59,7 @@ def _probes(writer: GroupWriter) -> APIRouter:
         """The process answers: enough for a liveness probe."""
         return JSON({"status": "ok"})
 
-    @router.get("/readyz")
+    @router.get("/readyz", responses=error_responses(503))
     def readyz() -> JSON:
         """Ready to take batches: the store is open and the writer thread runs."""
         if not writer.alive:
@@ -80,7 +80,7 @@ def _docs(app: FastAPI) -> APIRouter:
 
     @router.get("/openapi.json")
     def schema(who: SignedIn) -> JSON:
-        return JSON(app.openapi())
+        return JSON(refusals_as_sent(app.openapi()))
 
     @router.get("/docs")
     def docs(who: SignedIn) -> HTMLResponse:
@@ -161,6 +161,7 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         default_response_class=JSON,
+        responses=COMMON_ERRORS,
         openapi_url=None,
         docs_url=None,
         redoc_url=None,

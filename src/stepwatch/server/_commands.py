@@ -12,7 +12,7 @@ from ..act import CommandBook, CommandError
 from ..auth import Identity, Permission
 from ..model import RunStatus
 from ._auth import Ingester, Need, Operator
-from ._errors import ApiError
+from ._errors import ApiError, error_responses
 from ._event_log import EventLog
 from ._jsonio import JSON
 from ._scope import Scope
@@ -104,7 +104,7 @@ class _Commands:
 def commands_router(book: CommandBook, scope: Scope, log: EventLog) -> APIRouter:
     """The command routes of every run the caller sees."""
     commands = _Commands(book, scope, log)
-    router = APIRouter(prefix="/api/v1/runs/{run_id}/commands")
+    router = APIRouter(prefix="/api/v1/runs/{run_id}/commands", responses=error_responses(409))
     router.add_api_route("", commands.issue, methods=["POST"], status_code=201)
     router.add_api_route("", commands.poll, methods=["GET"])
     router.add_api_route("/{command_id}/ack", commands.ack, methods=["POST"])

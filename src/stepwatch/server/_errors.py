@@ -2,13 +2,50 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from ._jsonio import JSON, error_response
 
-__all__ = ["ApiError", "install_error_handlers"]
+__all__ = [
+    "COMMON_ERRORS",
+    "ApiError",
+    "ErrorBody",
+    "error_responses",
+    "install_error_handlers",
+    "refusals_as_sent",
+]
+
+
+class ErrorBody(BaseModel):
+    """The body of every refusal, declared in the schema so that clients can rely on it."""
+
+    error: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for ``statuses``, each with the one error body."""
+    return {s: {"model": ErrorBody, "description": HTTPStatus(s).phrase} for s in statuses}
+
+
+#: What any route may answer besides its success: bad input, no or an unknown token, a role
+#: without the permission, an unknown run, series, alert...
+COMMON_ERRORS = error_responses(400, 401, 403, 404)
+
+
+def refusals_as_sent(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without FastAPI's 422 validation answer, which this API sends as a 400."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            operation.get("responses", {}).pop("422", None)
+    for name in ("HTTPValidationError", "ValidationError"):
+        schema.get("components", {}).get("schemas", {}).pop(name, None)
+    return schema
 
 
 class ApiError(Exception):

@@ -9,16 +9,62 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from ..auth import Identity
-from ..model import SampleBatch, check_producer_batch
+from ..model import MAX_ABS_TS_S, MAX_INT64, SampleBatch, check_producer_batch
 from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
 from ._auth import Ingester
-from ._errors import ApiError
+from ._errors import ApiError, error_responses
 from ._jsonio import JSON
 from ._scope import Scope
 from ._writer import GroupWriter, WriterClosed
 
 __all__ = ["ingest_router"]
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_INT64}
+_TS = {"type": "number", "minimum": -MAX_ABS_TS_S, "maximum": MAX_ABS_TS_S}
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+_SAMPLE = {
+    "type": "object",
+    "required": ["name", "value"],
+    "properties": {
+        "name": {"type": "string"},
+        "labels": _LABELS,
+        "step": _COUNT,
+        "ts": {**_TS, "description": "seconds since the epoch (default: now)"},
+        "value": {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Inf", "+Inf", "-Inf"]}]},
+    },
+}
+_EVENT = {
+    "type": "object",
+    "required": ["ts", "kind"],
+    "properties": {
+        "ts": _TS,
+        "kind": {"type": "string", "minLength": 1},
+        "text": {"type": "string"},
+        "labels": _LABELS,
+        "data": {"type": "object"},
+    },
+}
+_BATCH = {
+    "type": "object",
+    "required": ["source", "seq"],
+    "properties": {
+        "source": {"type": "string", "minLength": 1},
+        "seq": _COUNT,
+        "samples": {"type": "array", "items": _SAMPLE},
+        "events": {"type": "array", "items": _EVENT},
+    },
+}
+#: The route reads its body itself (to refuse one too big early), so the schema says it here.
+_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            JSON_CONTENT_TYPE: {"schema": _BATCH},
+            BINARY_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
 
 
 async def _check_owner(store: Store, source: str, sender: str) -> None:
@@ -79,7 +125,7 @@ def ingest_router(
             raise ApiError(400, str(exc)) from None
         return batch
 
-    @router.post("/api/v1/ingest")
+    @router.post("/api/v1/ingest", openapi_extra=_OPENAPI, responses=error_responses(413, 415, 503))
     async def ingest(who: Ingester, request: Request) -> JSON:
         """Store one batch; answer only after it is committed (or known to be a duplicate)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import overload
 
-from ..model import canonical_name
+from ..model import MAX_ABS_TS_S, canonical_name, is_timestamp
 from ._errors import ApiError
 
 __all__ = ["MAX_POINTS", "label_match", "metric_name", "points", "quantiles"]
@@ -65,9 +65,11 @@ def quantiles(text: str) -> tuple[float, ...]:
 
 
 def time_range(start: float | None, end: float | None) -> None:
-    """Refuse a range that ends before it starts or is not finite."""
+    """Refuse a range that ends before it starts, or is not within the times the store holds."""
     for name, t in (("start", start), ("end", end)):
-        if t is not None and not math.isfinite(t):
-            raise ApiError(400, f"{name} must be a finite number of seconds")
+        if t is not None and not is_timestamp(t):
+            raise ApiError(
+                400, f"{name} must be a finite number of seconds within ±{MAX_ABS_TS_S:g}"
+            )
     if start is not None and end is not None and end < start:
         raise ApiError(400, f"end ({end}) is before start ({start})")

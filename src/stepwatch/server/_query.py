@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Query
 
 from ..auth import Identity
-from ..model import RECORD_KINDS
+from ..model import MAX_INT64, RECORD_KINDS
 from ..store import SeriesInfo, Store
 from ..wire import json_number
 from ._auth import Reader
@@ -21,7 +21,7 @@ from ._scope import Scope
 __all__ = ["query_router"]
 
 Labels = Annotated[list[str] | None, Query(description="label filter key:value, repeatable")]
-Limit = Annotated[int | None, Query(ge=1)]
+Limit = Annotated[int | None, Query(ge=1, le=MAX_INT64)]
 
 
 def _series_json(info: SeriesInfo) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..auth import Identity, Permission
-from ..model import Run, RunStatus
+from ..model import MAX_ABS_TS_S, MAX_INT64, Run, RunStatus
 from ._auth import Ingester, Need, Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
@@ -20,6 +20,8 @@ from ._scope import Scope, unknown_run
 __all__ = ["runs_router"]
 
 _ID = Field(default=None, pattern=r"^[^/\s]{1,256}$")
+#: A run's start or end: a time the store holds (see ``model.is_timestamp``).
+_TIME = Field(default=None, ge=-MAX_ABS_TS_S, le=MAX_ABS_TS_S)
 
 
 class RunIn(BaseModel):
@@ -32,9 +34,9 @@ class RunIn(BaseModel):
     name: str | None = None
     config: dict[str, Any] | None = None
     status: str | None = None
-    start: float | None = None
+    start: float | None = _TIME
     labels: dict[str, str] | None = None
-    planned_total_steps: int | None = Field(default=None, ge=0)
+    planned_total_steps: int | None = Field(default=None, ge=0, le=MAX_INT64)
 
 
 class FinishIn(BaseModel):
@@ -43,7 +45,7 @@ class FinishIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: Literal["finished", "failed", "killed"]
-    end: float | None = None
+    end: float | None = _TIME
 
 
 def _run_json(run: Run) -> dict[str, Any]:

@@ -26,11 +26,11 @@ import struct
 import sys
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from ..model import Event, SampleBatch, SeriesKey
+from ..model import MAX_ABS_TS_S, MAX_INT64, Event, SampleBatch, SeriesKey, is_timestamp
 from ._errors import WireError
 
 MAGIC = b"SWB"
@@ -162,15 +162,20 @@ def _header_fields(header: Any) -> tuple[str, int, int, list[Any], list[Any]]:
     keys, events = header.get("keys"), header.get("events", [])
     if not isinstance(source, str) or not source:
         raise WireError("header field 'source' must be a non-empty string")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise WireError("header field 'seq' must be a non-negative integer")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise WireError("header field 'n' must be a non-negative integer")
+    if not is_count(seq):
+        raise WireError(f"header field 'seq' must be a non-negative integer up to {MAX_INT64}")
+    if not is_count(n):
+        raise WireError(f"header field 'n' must be a non-negative integer up to {MAX_INT64}")
     if not isinstance(keys, list):
         raise WireError("header field 'keys' must be a list of [name, labels]")
     if not isinstance(events, list):
         raise WireError("header field 'events' must be a list")
     return source, seq, n, keys, events
+
+
+def is_count(raw: Any) -> TypeGuard[int]:
+    """A JSON integer that the store's 64-bit columns hold, and no negative one (seq, step)."""
+    return isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= MAX_INT64
 
 
 def _key(raw: Any) -> SeriesKey:
@@ -187,8 +192,10 @@ def event_from_dict(raw: Any) -> Event:
     if not isinstance(raw, dict):
         raise WireError("each event must be a JSON object")
     ts, kind = raw.get("ts"), raw.get("kind")
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        raise WireError("event field 'ts' must be a number")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not is_timestamp(ts):
+        raise WireError(
+            f"event field 'ts' must be a finite number of seconds within ±{MAX_ABS_TS_S:g}"
+        )
     if not isinstance(kind, str) or not kind:
         raise WireError("event field 'kind' must be a non-empty string")
     text, labels, data = raw.get("text", ""), raw.get("labels", {}), raw.get("data", {})
