@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
-
-from ..model import Event
 
 #: The ``prev`` of the first record.
 GENESIS = "0" * 64
@@ -87,32 +85,6 @@ def chain(rows: Sequence[tuple[object, ...]], head: Head) -> tuple[pa.Table, Hea
 def load_head(cur: duckdb.DuckDBPyConnection) -> Head:
     rows = cur.execute("SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1").fetchall()
     return Head(int(rows[0][0]), str(rows[0][1])) if rows else Head(0, GENESIS)
-
-
-def records(
-    cur: duckdb.DuckDBPyConnection,
-    run: str | None,
-    kind: str | None,
-    start: float | None,
-    end: float | None,
-    limit: int,
-    runs: Collection[str] | None = None,
-) -> list[Event]:
-    """The newest ``limit`` matching records, oldest first (in the order they were written);
-    ``runs`` keeps only records of those runs."""
-    among = None if runs is None else sorted(runs)
-    rows = cur.execute(
-        """SELECT ts, kind, text, labels, data FROM records
-        WHERE (? IS NULL OR run = ?) AND (? IS NULL OR kind = ?)
-          AND (? IS NULL OR ts >= ?) AND (? IS NULL OR ts <= ?)
-          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
-        ORDER BY seq DESC LIMIT ?""",
-        [run, run, kind, kind, start, start, end, end, among, among, limit],
-    ).fetchall()
-    return [
-        Event(ts, kind, text, json.loads(labels), json.loads(data))
-        for ts, kind, text, labels, data in reversed(rows)
-    ]
 
 
 def verify(cur: duckdb.DuckDBPyConnection) -> ChainCheck:

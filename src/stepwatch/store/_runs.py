@@ -55,6 +55,10 @@ def list_runs(cur: duckdb.DuckDBPyConnection, project: str | None, status: str |
     return [_run(r) for r in rows]
 
 
+#: How each table of events orders them: ingested ones by time, the collector's in write order.
+_ORDER = {"events": "ts DESC, rowid DESC", "records": "seq DESC"}
+
+
 def events(
     cur: duckdb.DuckDBPyConnection,
     run: str | None,
@@ -63,15 +67,17 @@ def events(
     end: float | None,
     limit: int,
     runs: Collection[str] | None = None,
+    table: str = "events",
 ) -> list[Event]:
-    """The newest ``limit`` matching events, returned oldest first."""
+    """The newest ``limit`` matching events of ``table`` (``events``, or the collector's
+    ``records``), returned oldest first; ``runs`` keeps only those of these runs."""
     among = None if runs is None else sorted(runs)
     rows = cur.execute(
-        """SELECT ts, kind, text, labels, data FROM events
+        f"""SELECT ts, kind, text, labels, data FROM {table}
         WHERE (? IS NULL OR run = ?) AND (? IS NULL OR kind = ?)
           AND (? IS NULL OR ts >= ?) AND (? IS NULL OR ts <= ?)
           AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
-        ORDER BY ts DESC, rowid DESC LIMIT ?""",
+        ORDER BY {_ORDER[table]} LIMIT ?""",
         [run, run, kind, kind, start, start, end, end, among, among, limit],
     ).fetchall()
     return [

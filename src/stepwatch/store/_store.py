@@ -262,7 +262,7 @@ class Store:
         """The newest ``limit`` of the collector's own records matching the filters, oldest
         first; nothing ingested is ever among them; ``runs`` as in ``events``."""
         with self._txn() as cur:
-            return _records.records(cur, run, kind, start, end, limit, runs)
+            return _runs.events(cur, run, kind, start, end, limit, runs, table="records")
 
     def record_head(self) -> Head:
         """The last record's seq and hash (seq 0 and the genesis hash while there is none)."""
