@@ -56,7 +56,14 @@ _HANDSHAKE_HINTS = (
 
 #: How a collector that refused the handshake looks from here: TLS 1.3 checks the client's
 #: certificate after ours, so its refusal arrives as a closed connection, not as an alert.
-_CLOSED = ("CLOSED_CONNECTION_WITHOUT_RESPONSE", "DISCONNECTED_WITHOUT_SENDING_A_RESPONSE")
+#: How a peer that hung up (a mutual-TLS server refusing a client without a certificate, under
+#: TLS 1.3 after the handshake or during it, depending on timing) shows in errors.
+_CLOSED = (
+    "CLOSED_CONNECTION_WITHOUT_RESPONSE",
+    "DISCONNECTED_WITHOUT_SENDING_A_RESPONSE",
+    "EOF_OCCURRED_IN_VIOLATION_OF_PROTOCOL",
+    "UNEXPECTED_EOF",
+)
 
 
 def tls_hint(error: BaseException, url: str) -> str | None:

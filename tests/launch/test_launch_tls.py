@@ -43,5 +43,5 @@ def test_the_command_inherits_the_ca_file_given_to_stepwatch_run(
         series = client.get("/api/v1/series", params={"run": "r-run-tls"}).json()
         run = client.get("/api/v1/runs/r-run-tls").json()
     names = {s["name"] for s in series}
-    assert {"train.loss", "host.cpu_pct"} <= names  # the command's and the agent's
+    assert {"train.loss", "host.mem_used_bytes"} <= names  # the command's, the agent's
     assert run["status"] == "finished"

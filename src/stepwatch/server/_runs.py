@@ -73,13 +73,14 @@ Ender = Annotated[Identity, Depends(Need(Permission.WRITE, Permission.OPERATE))]
 
 
 def _project(who: Identity, existing: Run | None, asked: str | None) -> str:
-    """The project a new or updated run belongs to: never another one than it has."""
+    """The project a new or updated run belongs to. A run moves only between projects the
+    caller has both of (``stepwatch run`` registers it before its ranks name their project)."""
     if existing is not None:
-        if asked and asked != existing.project:
+        if asked and asked != existing.project and not who.sees(asked):
             raise ApiError(
                 409, f"run {existing.id!r} belongs to project {existing.project!r}: it cannot move"
             )
-        return existing.project
+        return asked or existing.project
     if asked:
         project = asked
     elif who.projects is not None and len(who.projects) == 1:

@@ -26,7 +26,8 @@ def unknown_run(run_id: str) -> ApiError:
 
 
 class Scope:
-    """Run -> project, remembered (a run never changes project), over the store's runs."""
+    """Run -> project, remembered, over the store's runs (a run moves only by the runs route,
+    which tells ``remember``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
