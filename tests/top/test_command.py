@@ -61,6 +61,12 @@ def test_token(collector_factory: Any) -> None:
     assert "behind a token" in done.stdout and "no open alerts" in done.stdout
 
 
+def _as_a_terminal_does() -> None:
+    """Ctrl-C as a shell gives it: a test run started in the background (``cmd &``) ignores
+    SIGINT, and a child would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """`stepwatch top` live in a pseudo-terminal, as a person at a keyboard sees it."""
 
@@ -69,7 +75,9 @@ class Terminal:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEPWATCH_")}
         env |= {"COLUMNS": "100", "LINES": "40", "TERM": "xterm-256color"}
         cmd = [sys.executable, "-m", "stepwatch.cli", "top", *args]
-        self.proc = subprocess.Popen(cmd, stdin=child, stdout=child, stderr=child, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdin=child, stdout=child, stderr=child, env=env, preexec_fn=_as_a_terminal_does
+        )
         os.close(child)
         self.seen = b""
 
