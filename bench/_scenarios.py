@@ -110,7 +110,7 @@ def _messed(table: pa.Table, mess: Mess, rng: np.random.Generator) -> tuple[pa.T
         offsets[node] = float(rng.uniform(-mess.skew_s, mess.skew_s)) if mess.skew_s else 0.0
     value = table["value"].to_numpy().copy()
     if mess.tails:
-        loss = names == "train.loss"
+        loss = (names == "train.loss") & np.isfinite(value)
         value[loss] += mess.tails * np.abs(value[loss]) * rng.standard_t(3, int(loss.sum()))
     shift = np.array([offsets.get(n, 0.0) for n in nodes])
     if mess.jitter_s:
