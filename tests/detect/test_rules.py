@@ -72,6 +72,12 @@ def test_a_valid_file_reads_into_rules(tmp_path: Path) -> None:
     assert oom.signal.log == LogMatch("CUDA out of memory", (), ("OOM", "OutOfMemoryError"))
 
 
+def test_a_log_signal_may_name_the_lines_it_leaves_out() -> None:
+    text = GOOD.replace("any: [OOM, OutOfMemoryError]}", "exclude: 'retrying'}")
+    oom = parse_rules(text, "a.yaml", DETECTORS).rules[-1]
+    assert oom.signal.log == LogMatch("CUDA out of memory", exclude="retrying")
+
+
 def test_equal_rules_compare_equal_so_a_reload_can_keep_their_state() -> None:
     first = parse_rules(GOOD, "a.yaml", DETECTORS).rules
     changed = parse_rules(GOOD.replace("threshold: 8", "threshold: 9"), "a.yaml", DETECTORS).rules
@@ -117,6 +123,8 @@ MISTAKES = [
      "groups[0].rules[0].signal.log.regex", "bad regular expression '(unclosed'"),
     (_rule_file("- alert: a\n  signal: {log: {regex: '(a)\\1'}}\n"), 5,
      "groups[0].rules[0].signal.log.regex", "no backreferences"),
+    (_rule_file("- alert: a\n  signal: {log: {regex: x, exclude: '(a)\\1'}}\n"), 5,
+     "groups[0].rules[0].signal.log.exclude", "no backreferences"),
     (_rule_file("- alert: a\n  signal: {log: {regex: x}}\n  threshold: '> 1'\n"), 4,
      "groups[0].rules[0]", "no detector or threshold"),
     (_rule_file(BASE + "  threshold: '> 1'\n" + BASE + "  threshold: '> 2'\n"), 7,

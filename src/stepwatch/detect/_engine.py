@@ -211,6 +211,7 @@ class _LogRule:
     def __init__(self, rule: Rule, match: LogMatch) -> None:
         self.rule, self.match = rule, match
         self.regex = compile_regex(match.regex) if match.regex else None
+        self.exclude = compile_regex(match.exclude) if match.exclude else None
         self.last: dict[tuple[tuple[str, str], ...], float] = {}
 
     def matches(self, text: str) -> bool:
@@ -218,7 +219,9 @@ class _LogRule:
             return False
         if not all(word in text for word in self.match.all):
             return False
-        return not self.match.any or any(word in text for word in self.match.any)
+        if self.match.any and not any(word in text for word in self.match.any):
+            return False
+        return self.exclude is None or not self.exclude.search(text)
 
     def fire(self, event: Event) -> Alert | None:
         entity = _entity(self.rule, event.labels)

@@ -57,11 +57,13 @@ _RULE_KEYS = {
 
 @dataclass(frozen=True, slots=True)
 class LogMatch:
-    """Log lines that match ``regex`` (if given), contain all of ``all`` and any of ``any``."""
+    """Log lines that match ``regex`` (if given), contain all of ``all`` and any of ``any``,
+    and do not match ``exclude``: a tool's benign line can share words with its fatal one."""
 
     regex: str | None = None
     all: tuple[str, ...] = ()
     any: tuple[str, ...] = ()
+    exclude: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,18 +189,25 @@ def _threshold(at: At) -> Comparison:
 
 
 def _log_match(at: At) -> LogMatch:
-    fields = at.mapping({"regex", "all", "any"})
-    regex = fields["regex"].text() if "regex" in fields else None
-    if regex is not None:
-        try:
-            compile_regex(regex)
-        except ValueError as exc:
-            raise fields["regex"].error(str(exc)) from None
+    fields = at.mapping({"regex", "all", "any", "exclude"})
+    regex, exclude = _log_regex(fields.get("regex")), _log_regex(fields.get("exclude"))
     all_ = tuple(fields["all"].str_list()) if "all" in fields else ()
     any_ = tuple(fields["any"].str_list()) if "any" in fields else ()
     if regex is None and not all_ and not any_:
         raise at.error("a log signal needs regex, all or any")
-    return LogMatch(regex, all_, any_)
+    return LogMatch(regex, all_, any_, exclude)
+
+
+def _log_regex(at: At | None) -> str | None:
+    """The pattern at ``at`` (if any), refused where it is read when RE2 cannot compile it."""
+    if at is None:
+        return None
+    pattern = at.text()
+    try:
+        compile_regex(pattern)
+    except ValueError as exc:
+        raise at.error(str(exc)) from None
+    return pattern
 
 
 def _label_map(at: At) -> tuple[tuple[str, str], ...]:
