@@ -148,6 +148,7 @@ FATAL = [
     Line("Python's E format", "iter 1200 | loss=NAN | lr=3.0000E-04", (NAN,)),
     Line("a training script", "step 1200 | loss: -inf", (NAN,)),
     Line("a training script", "nan loss detected at step 1200", (NAN,)),
+    Line("a training script", "Non-finite loss, ending training", (NAN,)),
     Line("detectron2", "FloatingPointError: Loss became infinite or NaN at iteration=1200!",
          (NAN,)),
     Line("Megatron-LM", "RuntimeError: Rank 3, node node07, device 3, iteration 1200: "
@@ -308,6 +309,9 @@ BENIGN = [
     Line("Megatron-LM arguments", "  check_for_nan_in_loss_and_grad .................. True"),
     # metrics that name nan in prose
     Line("torchmetrics", "UserWarning: Encountered `nan` values in tensor. Will be removed."),
+    Line("a per-class metric (a class absent from the batch)",
+         "val_acc_per_class: tensor([0.9100, nan, 0.8800])"),
+    Line("a settings dump", "NaN loss guard: enabled (skip_nan_loss=True)"),
     Line("tensorboardX (a logged scalar; the metric rules judge the values)",
          "Warning: NaN or Inf found in input tensor."),
     # the driver
@@ -332,6 +336,10 @@ BENIGN = [
     Line("Python (a wrong path)", "FileNotFoundError: [Errno 2] No such file or directory: "
          "'data/train.bin'"),
     Line("a training script", "saved checkpoint to /checkpoints/step_1200 (errors: 0)"),
+    Line("kernel (a virtual CD-ROM)", "blk_update_request: I/O error, dev sr0, sector 0 op "
+         "0x0:(READ) flags 0x0 phys_seg 1 prio class 0"),
+    Line("kernel (a virtual CD-ROM)", "Buffer I/O error on dev sr0, logical block 0, async page "
+         "read"),
     # what every run prints
     Line("a training script", "step 100 | loss 3.2041 | lr 3.000e-04 | grad_norm 0.812"),
     Line("a training script", "eval at step 500: val_loss 2.4410"),
