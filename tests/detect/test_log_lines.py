@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from stepwatch.collect import LineGrouper
 from stepwatch.detect import Alert, Engine, RuleSet, builtin_rules
 from stepwatch.model import Event, SampleBatch
 
@@ -385,3 +386,28 @@ def test_an_excluded_xid_does_not_hide_the_fault_that_follows_it(rules: RuleSet)
     lost = Event(11.0, "log", "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.",
                  labels)  # fmt: skip
     assert [(a.kind, a.ts) for a in engine.process(_logs(cleanup, lost))] == [(GPU, 11.0)]
+
+
+OOM_TRACEBACK = [
+    "[rank3]: Traceback (most recent call last):",
+    '[rank3]:   File "/workspace/train.py", line 212, in <module>',
+    "[rank3]:     loss = model(**batch).loss",
+    '[rank3]:   File "/usr/lib/python3.11/site-packages/torch/nn/functional.py", line 2567, in '
+    "embedding",
+    "[rank3]:     return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)",
+    "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 3 has a "
+    "total capacity of 79.10 GiB of which 1.58 GiB is free.",
+    "[rank3]: step 1201 | loss 2.3140 | lr 3.000e-04 | grad_norm 0.812",
+]
+
+
+def test_a_traceback_is_judged_as_the_one_event_it_arrives_as(rules: RuleSet) -> None:
+    grouper = LineGrouper({"run": "r", "node": "node1"})
+    events = [e for i, line in enumerate(OOM_TRACEBACK) for e in grouper.feed(line, 10.0 + i)]
+    events += grouper.flush()
+    assert [e.data.get("traceback", False) for e in events] == [True, False]
+    alerts = Engine(rules).process(_logs(*events))
+    assert [(a.kind, a.ts, a.labels) for a in alerts] == [
+        (OOM, 10.0, {"run": "r", "node": "node1"})
+    ]
+    assert alerts[0].annotations["line"].endswith("1.58 GiB is free.")
