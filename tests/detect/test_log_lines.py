@@ -41,6 +41,7 @@ FATAL = [
          "free; 188.00 MiB reserved in total by PyTorch)", (OOM,)),
     Line("CUDA runtime (cudaErrorMemoryAllocation)", "RuntimeError: CUDA error: out of memory",
          (OOM,)),
+    Line("torch.compile (Triton)", "RuntimeError: Triton Error [CUDA]: out of memory", (OOM,)),
     Line("cuBLAS", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
          "`cublasCreate(handle)`", (OOM,)),
     Line("torch host allocator", "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. "
@@ -88,6 +89,9 @@ FATAL = [
          "library call failed or device error.", (NCCL,)),
     Line("torch NCCL result", "ncclInternalError: Internal check failed.", (NCCL,)),
     Line("torch", "RuntimeError: NCCL communicator was aborted on rank 3.", (NCCL,)),
+    Line("torch NCCL result", "ncclUnhandledCudaError: Call to CUDA function failed.", (NCCL,)),
+    Line("NCCL", "node1:1234:5678 [0] misc/socket.cc:47 NCCL WARN socketProgress: Connection "
+         "closed by remote peer node2<51234>", (NCCL,)),
     Line("NCCL", "node1:1234:5678 [0] misc/socket.cc:538 NCCL WARN socketProgressOpt: Call to "
          "recv from 10.0.0.2<45074> failed : Connection reset by peer", (NCCL,)),
     Line("NCCL", "node1:1234:5678 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got "
@@ -161,6 +165,8 @@ FATAL = [
          "elapsed time per iteration (ms): 1532.4 | learning rate: 2.999E-04 | global batch "
          "size:  1024 | loss scale: 65536.0 | number of skipped iterations:   1 | number of nan "
          "iterations:   1 |", (NAN,)),
+    Line("an iteration line in Megatron's format", " iteration     1200/  500000 | lm loss: "
+         "NAN | loss scale: 1.0 |", (NAN,)),
     Line("torch clip_grad_norm_", "RuntimeError: The total norm of order 2.0 for gradients from "
          "`parameters` is non-finite, so it cannot be clipped. To disable this error and scale "
          "the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`", (NAN,)),
