@@ -218,7 +218,7 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     assert [
         (lb.kind, lb.entity, lb.start - t0, lb.end - t0, lb.deadline - t0) for lb in scenario.labels
     ] == [
-        ("gpu_thermal", {"node": "node0", "gpu": 3}, 60.0, 400.0, 60.0 + 150.0 + 300.0),
+        ("gpu_thermal", {"node": "node0", "gpu": 3}, 60.0, 400.0, 60.0 + 100.0 + 300.0),
         ("log_oom", {"node": "node0"}, 100.0, 100.0, 160.0),
         ("node_down", {"node": "node1"}, 200.0, 400.0, 320.0),
     ]
@@ -230,7 +230,9 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     names = set(node1["name"].to_pylist())
     assert {HEARTBEAT, "host.cpu_pct", "gpu.util_pct", "train.compute_time_s"} <= names
     assert node1["ts"].to_numpy().max() < t0 + 201  # silent from 200 s on
-    assert table["ts"].to_numpy().max() > t0 + 399  # while node0 goes on
+    assert table["ts"].to_numpy().max() >= t0 + 399  # while node0 goes on
+    steps = table.filter(pc.equal(table["name"], "train.step_time_s"))
+    assert steps["ts"].to_numpy().max() < t0 + 201  # and waits for it: no step ends
     lines = [json.loads(line) for line in (path / "logs.jsonl").read_text().splitlines()]
     oom = [line for line in lines if "CUDA out of memory" in line["line"]]
     assert [(o["node"], o["rank"]) for o in oom] == [("node0", 2)]

@@ -4,7 +4,8 @@ with faults injected on demand or recorded as a labelled scenario."""
 from ..model import GPU_METRICS, HOST_METRICS
 from ._config import DemoConfig, DemoSummary
 from ._driver import run_demo
-from ._faults import FAULT_KINDS, FAULT_PRESETS, Fault, FaultPlan, fault_preset
+from ._fault_plan import FaultPlan
+from ._faults import FAULT_KINDS, FAULT_PRESETS, KINDS, Fault, FaultKind, fault_preset
 from ._hardware import HardwareSample, HardwareSim
 from ._record import RecordedScenario, record_scenario
 from ._shape import TrainingShape
@@ -18,7 +19,9 @@ __all__ = [
     "Activity",
     "DemoConfig",
     "DemoSummary",
+    "KINDS",
     "Fault",
+    "FaultKind",
     "FaultPlan",
     "HardwareSample",
     "HardwareSim",

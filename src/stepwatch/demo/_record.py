@@ -21,7 +21,7 @@ from ..model import RunStatus
 from ..sdk import HEARTBEAT
 from ._config import DemoConfig
 from ._driver import Player
-from ._faults import FaultPlan
+from ._fault_plan import FaultPlan
 from ._fleet import HEARTBEAT_S
 from ._hardware import HardwareSample
 from ._report import Reporter
