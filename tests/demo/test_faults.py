@@ -237,7 +237,7 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     oom = [line for line in lines if "CUDA out of memory" in line["line"]]
     assert [(o["node"], o["rank"]) for o in oom] == [("node0", 2)]
     assert 100 <= oom[0]["ts"] - t0 < 102
-    assert any("saved checkpoint" in line["line"] for line in lines)  # normal events stay
+    assert any("evaluation after step" in line["line"] for line in lines)  # normal events stay
 
 
 def test_faults_of_the_steps_are_labelled_from_the_first_step_they_touch(tmp_path: Path) -> None:
