@@ -23,7 +23,7 @@ THROTTLE_HW_THERMAL, THROTTLE_AT_C = 0x40, 85.0
 #: A growing allocation: GPU memory climbs from MEM_FROM of total to its magnitude over MEM_RAMP_S.
 MEM_FROM, MEM_RAMP_S = 0.70, 120.0
 #: A swinging power draw alternates above and below its level every half of this period.
-POWER_PERIOD_S = 60.0
+POWER_PERIOD_S = 240.0
 #: Xid 48 is the driver's report of an uncorrectable (double-bit) ECC error.
 XID_ECC = 48
 #: NCCL's default collective timeout: the watchdog of every waiting rank reports after it.
@@ -162,10 +162,9 @@ def edit_host(host: dict[str, np.ndarray], a: PlacedFault, since: float, base: f
         used = column("host.mem_used_bytes")
         grown = float(used[node]) + base * a.size / 100 * since / 3600
         used[node] = min(grown, float(host["host.mem_total_bytes"][node]))
-    elif a.kind in ("cpu_saturation", "dataloader_bottleneck"):
-        level = a.size if a.kind == "cpu_saturation" else 99.5
+    elif a.kind == "cpu_saturation":  # readings about its level, a quarter of a per cent off
         core = column("host.cpu_core_max_pct")
-        core[node] = min(level + 0.25 * math.tanh(since % 7 - 3), 100.0)
+        core[node] = min(a.size + 0.25 * math.sin(since), 100.0)
     elif a.kind == "disk_full":
         rate = base / (a.size * 3600)
         free = column("host.disk_free_bytes")

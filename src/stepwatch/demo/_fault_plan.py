@@ -22,7 +22,7 @@ from ._fault_effects import (
     retimed,
     xid_line,
 )
-from ._faults import KINDS, Fault, PlacedFault
+from ._faults import FAULT_SPECS, Fault, PlacedFault
 from ._hardware import HOST_MEM_TOTAL_BYTES, HardwareSample
 from ._shape import TrainingShape
 from ._training import StepMetrics, TrainingSim, rng_for
@@ -46,7 +46,7 @@ STEP_KINDS = (
     "checkpoint_slow",
 )
 GPU_EDITS = ("gpu_thermal", "gpu_memory_pressure", "gpu_underutilized", "gpu_power_anomaly")
-HOST_EDITS = ("host_memory_leak", "cpu_saturation", "dataloader_bottleneck", "disk_full")
+HOST_EDITS = ("host_memory_leak", "cpu_saturation", "disk_full")
 #: Free disk below this is full (the pack's floor, 10 GiB).
 DISK_FLOOR_BYTES = 10 * 1024**3
 
@@ -70,6 +70,7 @@ class FaultPlan:
         self.faults = tuple(faults)
         self._active = [self._place(f) for f in self.faults]
         self._touched: dict[int, _Touch] = {}
+        self._starts: list[float] = []  # when each step began, as fed
         self._base: dict[int, float] = {}  # per host fault: its first reading of what it edits
         self._trend = TrainingSim(shape).loss_trend  # the healthy loss, without its noise
         self._down_at: dict[int, float] = {}
@@ -106,7 +107,7 @@ class FaultPlan:
                 )
         if f.kind == "node_down" and node == 0:
             raise ValueError("fault node_down: node0 runs rank 0, which records the run")
-        spec = KINDS[f.kind]
+        spec = FAULT_SPECS[f.kind]
         duration = f.duration_s if f.duration_s is not None else spec.duration_s
         steps = None
         if spec.steps is not None:
@@ -162,6 +163,8 @@ class FaultPlan:
         Steps are fed in order: a fault counts its steps from the first one it touches. From
         the moment a node is lost no step ends: every other rank waits for it.
         """
+        if m.step == len(self._starts):
+            self._starts.append(t)
         if t >= self._hang_at:
             return hung(m)
         out = m
@@ -203,8 +206,11 @@ class FaultPlan:
             noise = rng_for(self.shape.seed, STREAM_FAULT_STEPS, m.step).normal(0, 0.2)
             train["train.grad_norm"] = a.size * math.exp(float(noise))
             train["train.loss"] *= self._stalled(first, m.step)
-        elif a.kind == "step_time_regression":
-            return retimed(m, compute=t["train.compute_time_s"] * a.size)
+        elif a.kind == "step_time_regression":  # every phase of every rank, as slower clocks
+            ready = t["train.compute_time_s"] + t["train.data_time_s"]
+            ring = t["train.comm_time_s"] - (ready.max() - ready)
+            slower = {name: t[f"train.{name}_time_s"] * a.size for name in ("data", "compute")}
+            return retimed(m, ring=ring * a.size, **slower)
         elif a.kind == "straggler":
             compute = t["train.compute_time_s"].copy()
             compute[a.rank] *= a.size
@@ -275,7 +281,7 @@ class FaultPlan:
                     self._entity(a),
                     origin + start,
                     origin + min(end, lost),
-                    origin + seen + self._deadline_s(i, a),
+                    origin + self._deadline(i, a, seen),
                     a.spec.also,
                 )
             )
@@ -308,18 +314,22 @@ class FaultPlan:
         hours = a.size * (1 - DISK_FLOOR_BYTES / max(self._base[i], DISK_FLOOR_BYTES))
         return a.at + hours * 3600 < end_s
 
-    def _deadline_s(self, i: int, a: PlacedFault) -> float:
-        """How long after it shows a fault should be found: a resource running out, before
-        half the time it has left is gone."""
+    def _deadline(self, i: int, a: PlacedFault, seen: float) -> float:
+        """By when a fault that shows at ``seen`` should be found: a count of steps after the
+        first it touched (pauses included), or seconds; a resource running out, before half
+        the time it has left is gone."""
         spec = a.spec
         if spec.deadline_steps is not None:
-            return spec.deadline_steps * self.shape.step_s
+            last = self._touched[i].first + spec.deadline_steps
+            if last < len(self._starts):
+                return self._starts[last]
+            return self._starts[-1] + (last - len(self._starts) + 1) * self.shape.step_s
         if a.kind == "disk_full":
-            return min(spec.deadline_s, 0.5 * a.size * 3600)
+            return seen + 0.5 * a.size * 3600
         if a.kind == "host_memory_leak" and i in self._base and a.size > 0:
             hours = (HOST_MEM_TOTAL_BYTES / self._base[i] - 1) / (a.size / 100)
-            return min(spec.deadline_s, 0.5 * hours * 3600)
-        return spec.deadline_s
+            return seen + min(spec.deadline_s, 0.5 * hours * 3600)
+        return seen + spec.deadline_s
 
     def _watchdog_labels(self, origin: float, end_s: float) -> list[Label]:
         """The NCCL watchdog's timeout on the lost node's peers: one run-wide log fault."""

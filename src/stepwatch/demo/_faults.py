@@ -17,7 +17,7 @@ __all__ = [
     "DEFAULT_AT_S",
     "FAULT_KINDS",
     "FAULT_PRESETS",
-    "KINDS",
+    "FAULT_SPECS",
     "Fault",
     "FaultKind",
     "PlacedFault",
@@ -65,8 +65,9 @@ class FaultKind:
 _WAITED_ON = ("step_time_regression", "gpu_underutilized", "gpu_power_anomaly", "sync_latency")
 #: Every kind, in the order of the pack: the deadlines are ANOMALIES.md's and the scenario
 #: README's (a lost node within 2 minutes, heat within 5 minutes of 80 °C, a divergence "over
-#: hundreds of steps", a `for` plus time to tell the change for sustained conditions).
-KINDS: dict[str, FaultKind] = {
+#: hundreds of steps", a `for` plus time to tell the change for sustained conditions); a
+#: resource running out (disk, host memory) before half the time it has left is gone.
+FAULT_SPECS: dict[str, FaultKind] = {
     "nonfinite": FaultKind("run", duration_s=10.0, also=("grad_explosion",)),
     "loss_spike": FaultKind("run", magnitude=1.0, unit="share of the loss added", steps=20),
     "loss_divergence": FaultKind(
@@ -83,15 +84,15 @@ KINDS: dict[str, FaultKind] = {
         above=False, also=("loss_plateau",),
     ),
     "step_time_regression": FaultKind(
-        "run", 720.0, 1.5, "x compute time", (1.0, 100.0), line=1.2
+        "run", 720.0, 1.5, "x step time", (1.0, 100.0), line=1.2
     ),
     "straggler": FaultKind("rank", 180.0, 1.5, "x compute time", (1.0, 100.0), 1.2, also=_WAITED_ON),
     "dataloader_bottleneck": FaultKind(
         "node", 600.0, 0.5, "data wait / compute", (0, 100.0), 0.2,
-        also=("cpu_saturation", "straggler", *_WAITED_ON),
+        also=("straggler", *_WAITED_ON),
     ),
     "sync_latency": FaultKind(
-        "node", 300.0, 3.0, "x collective time", (1.0, 100.0), 1.5,
+        "node", 300.0, 3.0, "x own collective time", (1.0, 100.0), 2.0,
         also=("step_time_regression", "straggler", "gpu_underutilized"),
     ),
     "gpu_underutilized": FaultKind(
@@ -111,7 +112,7 @@ KINDS: dict[str, FaultKind] = {
         "node", 60.0, 100.0, "MB/s written", (0.1, 1e6), 200.0, above=False,
         also=("step_time_regression", "gpu_underutilized"),
     ),
-    "disk_full": FaultKind("node", 1800.0, 1.0, "hours to full", (0.01, 1e4), 2.0, above=False),
+    "disk_full": FaultKind("node", math.inf, 1.0, "hours to full", (0.01, 1e4), 2.0, above=False),
     "node_down": FaultKind(
         "node", 120.0, lasting=False,
         also=("log_nccl", "straggler", "gpu_underutilized", "gpu_power_anomaly", "sync_latency"),
@@ -122,7 +123,7 @@ KINDS: dict[str, FaultKind] = {
     "log_nonfinite": FaultKind("run", lasting=False),
     "log_gpu_error": FaultKind("node", lasting=False),
 }
-FAULT_KINDS = tuple(KINDS)
+FAULT_KINDS = tuple(FAULT_SPECS)
 
 _SPEC = re.compile(
     r"^(?P<kind>[a-z_]+)(?:@(?P<at>[0-9.]+)(?:\+(?P<dur>[0-9.]+))?)?"
@@ -136,7 +137,7 @@ SPEC_TEXT = "KIND[@SECONDS[+DURATION]][:PLACE][*MAGNITUDE]"
 class Fault:
     """One fault to inject: its kind, when it begins (seconds after the run starts), for how
     long (None: the kind's default), where (node, GPU or rank; None: the kind's default) and
-    how strong (None: the kind's default magnitude, see ``KINDS``)."""
+    how strong (None: the kind's default magnitude, see ``FAULT_SPECS``)."""
 
     kind: str
     at_s: float = DEFAULT_AT_S
@@ -147,7 +148,7 @@ class Fault:
     magnitude: float | None = None
 
     def __post_init__(self) -> None:
-        spec = KINDS.get(self.kind)
+        spec = FAULT_SPECS.get(self.kind)
         if spec is None:
             raise ValueError(f"unknown fault {self.kind!r}; one of {', '.join(FAULT_KINDS)}")
         if not (math.isfinite(self.at_s) and self.at_s >= 0):
@@ -167,7 +168,7 @@ class Fault:
         """The magnitude in effect (the kind's default unless told; 0 for kinds without)."""
         if self.magnitude is not None:
             return self.magnitude
-        return KINDS[self.kind].magnitude or 0.0
+        return FAULT_SPECS[self.kind].magnitude or 0.0
 
     @classmethod
     def parse(cls, text: str) -> Fault:
@@ -244,7 +245,7 @@ class PlacedFault:
 
     @property
     def spec(self) -> FaultKind:
-        return KINDS[self.kind]
+        return FAULT_SPECS[self.kind]
 
     def on(self, t: float) -> bool:
         return self.at <= t < self.end
