@@ -87,7 +87,11 @@ RUNS = [
         3,
         2,
         900,
-        ("gpu_errors@300:node1/gpu0", "gpu_errors@400:node2/gpu1*48", "cpu_saturation@300:node0*99"),
+        (
+            "gpu_errors@300:node1/gpu0",
+            "gpu_errors@400:node2/gpu1*48",
+            "cpu_saturation@300:node0*99",
+        ),
         ("cpu_saturation@300:node2*95",),
     ),
     Run(30, 2, 2, 900, ("grad_explosion@300*5", "grad_vanishing@600*5e-8")),

@@ -140,7 +140,9 @@ class FaultPlan:
         if t0 < self._hang_at + NCCL_TIMEOUT_S <= t1:
             s = self.shape
             waiting = [n for n in range(s.nodes) if n not in self._down_at]
-            out += [(n * s.gpus_per_node, NCCL_LINE.format(rank=n * s.gpus_per_node)) for n in waiting]
+            out += [
+                (n * s.gpus_per_node, NCCL_LINE.format(rank=n * s.gpus_per_node)) for n in waiting
+            ]
         return out
 
     def _line(self, a: PlacedFault, step: int) -> str | None:

@@ -82,6 +82,7 @@ def imperfect(
 ) -> tuple[pa.Table, list[dict[str, Any]]]:
     """A recorded run's samples (scenario format, sorted by ts) and log lines with ``mess``
     applied, both sorted by ts again."""
+
     def rng(stream: int) -> np.random.Generator:  # one stream each: imperfections independent
         return np.random.default_rng([mess.seed, stream])
 
@@ -148,7 +149,11 @@ def as_sent(path: str | Path, seed: int, flush_s: float = 1.0, delay_s: float = 
         producer = str(names[code[series[rows[0]]]])
         batch = SampleBatch(producer, n, keys, series[rows], ts[rows], step[rows], value[rows])
         out.append((arrives, batch))
-    out += [(e.ts + float(rng.uniform(0, delay_s)), _log_batch(e, keys)) for b in parts for e in b.events]
+    out += [
+        (e.ts + float(rng.uniform(0, delay_s)), _log_batch(e, keys))
+        for b in parts
+        for e in b.events
+    ]
     out.sort(key=lambda ab: ab[0])
     return [batch for _, batch in out]
 
