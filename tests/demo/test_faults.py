@@ -325,6 +325,7 @@ def test_demo_record_writes_a_labelled_scenario_from_the_command_line(tmp_path: 
         (["--record", "x"], "--record needs --duration"),
         (["--duration", "5", "--fault", "node_down:node0"], "node0 runs rank 0"),
         (["--duration", "5", "--fault", "gpu_fire"], "unknown fault 'gpu_fire'"),
+        (["--duration", "5", "--fault", "straggler*0.5"], "must be within 1..100, got 0.5"),
     ],
 )
 def test_demo_rejects_bad_faults_before_starting(args: list[str], error: str) -> None:
