@@ -54,6 +54,49 @@ def xid_line(code: int, gpu: int) -> str:
     return f"NVRM: Xid (PCI:0000:{0x18 + gpu:02x}:00): {code}, pid=48213, name=python, {text}"
 
 
+#: The faults that change how long a step's phases take.
+TIMING_KINDS = (
+    "step_time_regression",
+    "straggler",
+    "dataloader_bottleneck",
+    "sync_latency",
+    "checkpoint_slow",
+)
+
+
+def slowed(m: StepMetrics, a: PlacedFault, gpus_per_node: int) -> StepMetrics:
+    """The step as a fault that slows one of its phases leaves it."""
+    t = m.timings
+    ranks = slice(a.node * gpus_per_node, (a.node + 1) * gpus_per_node)
+    if a.kind == "step_time_regression":  # every phase of every rank, as slower clocks
+        data, compute = t["train.data_time_s"] * a.size, t["train.compute_time_s"] * a.size
+        return retimed(m, data=data, compute=compute, ring=_own_ring(m) * a.size)
+    if a.kind == "straggler":
+        compute = t["train.compute_time_s"].copy()
+        compute[a.rank] *= a.size
+        return retimed(m, compute=compute)
+    if a.kind == "dataloader_bottleneck":
+        data = t["train.data_time_s"].copy()
+        data[ranks] += a.size * t["train.compute_time_s"][ranks]
+        return retimed(m, data=data)
+    if a.kind == "sync_latency":
+        ring = _own_ring(m)
+        ring[ranks] *= a.size
+        return retimed(m, ring=ring)
+    if not m.ckpt_bytes:  # a slow disk shows when a checkpoint is written
+        return m
+    writes = m.ckpt_write_s.copy()
+    writes[a.node] = m.ckpt_bytes / (a.size * 1e6)
+    return retimed(m, ckpt_write_s=writes)
+
+
+def _own_ring(m: StepMetrics) -> np.ndarray:
+    """Each rank's own collective time: its communication time less its wait for the last."""
+    t = m.timings
+    ready = t["train.compute_time_s"] + t["train.data_time_s"]
+    return t["train.comm_time_s"] - (ready.max() - ready)
+
+
 def retimed(
     m: StepMetrics,
     *,
@@ -65,11 +108,9 @@ def retimed(
     """The step with some ranks' data wait, compute or own collective time (``ring``) changed,
     or its checkpoint writes: everyone leaves the all-reduce when the last rank arrives."""
     t = m.timings
-    old_ready = t["train.compute_time_s"] + t["train.data_time_s"]
-    old_ring = t["train.comm_time_s"] - (old_ready.max() - old_ready)
     data = t["train.data_time_s"] if data is None else data
     compute = t["train.compute_time_s"] if compute is None else compute
-    ring = old_ring if ring is None else ring
+    ring = _own_ring(m) if ring is None else ring
     writes = m.ckpt_write_s if ckpt_write_s is None else ckpt_write_s
     ready = compute + data
     train_s = float(ready.max() + ring.max())

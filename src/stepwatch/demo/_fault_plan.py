@@ -15,11 +15,12 @@ from ._fault_effects import (
     NCCL_TIMEOUT_S,
     NONFINITE_LINE,
     OOM_LINE,
+    TIMING_KINDS,
     crossing_s,
     edit_gpu,
     edit_host,
     hung,
-    retimed,
+    slowed,
     xid_line,
 )
 from ._faults import FAULT_SPECS, Fault, PlacedFault
@@ -39,11 +40,7 @@ STEP_KINDS = (
     "loss_plateau",
     "grad_explosion",
     "grad_vanishing",
-    "step_time_regression",
-    "straggler",
-    "dataloader_bottleneck",
-    "sync_latency",
-    "checkpoint_slow",
+    *TIMING_KINDS,
 )
 GPU_EDITS = ("gpu_thermal", "gpu_memory_pressure", "gpu_underutilized", "gpu_power_anomaly")
 HOST_EDITS = ("host_memory_leak", "cpu_saturation", "disk_full")
@@ -190,8 +187,9 @@ class FaultPlan:
 
     def _edit_step(self, a: PlacedFault, m: StepMetrics, since: int, first: int) -> StepMetrics:
         """One fault's edit of a step, ``since`` steps after the first it touched (``first``)."""
-        train, t = dict(m.train), m.timings
-        ranks = slice(a.node * self.shape.gpus_per_node, (a.node + 1) * self.shape.gpus_per_node)
+        if a.kind in TIMING_KINDS:
+            return slowed(m, a, self.shape.gpus_per_node)
+        train = dict(m.train)
         if a.kind == "nonfinite":
             train["train.loss"], train["train.grad_norm"] = math.nan, math.inf
         elif a.kind == "loss_spike":
@@ -200,38 +198,13 @@ class FaultPlan:
         elif a.kind == "loss_divergence":
             train["train.loss"] *= self._stalled(first, m.step) * (1 + a.size * since)
         elif a.kind == "loss_plateau":
-            kept = a.size + (1 - a.size) * self._stalled(first, m.step)
-            train["train.loss"] *= kept
+            train["train.loss"] *= a.size + (1 - a.size) * self._stalled(first, m.step)
         elif a.kind == "grad_explosion":
             train["train.grad_norm"] *= a.size
         elif a.kind == "grad_vanishing":
             noise = rng_for(self.shape.seed, STREAM_FAULT_STEPS, m.step).normal(0, 0.2)
             train["train.grad_norm"] = a.size * math.exp(float(noise))
             train["train.loss"] *= self._stalled(first, m.step)
-        elif a.kind == "step_time_regression":  # every phase of every rank, as slower clocks
-            ready = t["train.compute_time_s"] + t["train.data_time_s"]
-            ring = t["train.comm_time_s"] - (ready.max() - ready)
-            slower = {name: t[f"train.{name}_time_s"] * a.size for name in ("data", "compute")}
-            return retimed(m, ring=ring * a.size, **slower)
-        elif a.kind == "straggler":
-            compute = t["train.compute_time_s"].copy()
-            compute[a.rank] *= a.size
-            return retimed(m, compute=compute)
-        elif a.kind == "dataloader_bottleneck":
-            data = t["train.data_time_s"].copy()
-            data[ranks] += a.size * t["train.compute_time_s"][ranks]
-            return retimed(m, data=data)
-        elif a.kind == "sync_latency":
-            ready = t["train.compute_time_s"] + t["train.data_time_s"]
-            ring = t["train.comm_time_s"] - (ready.max() - ready)
-            ring[ranks] *= a.size
-            return retimed(m, ring=ring)
-        elif a.kind == "checkpoint_slow":
-            if not m.ckpt_bytes:
-                return m
-            writes = m.ckpt_write_s.copy()
-            writes[a.node] = m.ckpt_bytes / (a.size * 1e6)
-            return retimed(m, ckpt_write_s=writes)
         return dataclasses.replace(m, train=train)
 
     def _stalled(self, first: int, step: int) -> float:

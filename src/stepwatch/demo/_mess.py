@@ -9,7 +9,7 @@ others'. Labels keep true time, as ground truth does: detection must cope.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,30 @@ def _silences(
     return [(float(a), float(a + n)) for a, n in zip(starts, lengths, strict=True)]
 
 
+def _kept(
+    mess: Imperfections,
+    rng: Callable[[int], np.random.Generator],
+    ts: np.ndarray,
+    node_col: np.ndarray,
+    hardware: np.ndarray,
+    agent: np.ndarray,
+    names: list[str],
+) -> np.ndarray:
+    """Which samples survive random and burst losses, agent pauses and a slower interval."""
+    t0, t1 = float(ts.min()), float(ts.max())
+    keep = ~(hardware & (rng(0).random(len(ts)) < mess.drop))
+    lost = ((1, mess.bursts, BURST_S, hardware), (2, mess.gaps, mess.gap_s, agent))
+    for stream, count, span, who in lost:
+        draw = rng(stream)
+        for a, b in _silences(draw, count, span, t0, t1):
+            on = node_col == names[int(draw.integers(len(names)))]
+            keep &= ~(who & on & (ts >= a) & (ts < b))
+    if mess.slower_from_s is not None:
+        later = ts - t0 >= mess.slower_from_s
+        keep &= ~(hardware & later & ((ts - t0) % mess.slower_every_s >= 0.5))
+    return keep
+
+
 def imperfect(
     table: pa.Table, lines: Sequence[dict[str, Any]], mess: Imperfections, nodes: int
 ) -> tuple[pa.Table, list[dict[str, Any]]]:
@@ -92,18 +116,8 @@ def imperfect(
     for prefix in AGENT_PREFIXES:
         hardware |= pc.starts_with(table["name"], prefix).to_numpy(zero_copy_only=False)
     agent = hardware | (table["rank"].is_null().to_numpy(zero_copy_only=False) & (node_col != ""))
-    t0, t1 = float(ts.min()), float(ts.max())
-    keep = ~(hardware & (rng(0).random(len(ts)) < mess.drop))
     names = [f"node{n}" for n in range(nodes)]
-    lost = ((1, mess.bursts, BURST_S, hardware), (2, mess.gaps, mess.gap_s, agent))
-    for stream, count, span, who in lost:
-        draw = rng(stream)
-        for a, b in _silences(draw, count, span, t0, t1):
-            on = node_col == names[int(draw.integers(nodes))]
-            keep &= ~(who & on & (ts >= a) & (ts < b))
-    if mess.slower_from_s is not None:
-        later = ts - t0 >= mess.slower_from_s
-        keep &= ~(hardware & later & ((ts - t0) % mess.slower_every_s >= 0.5))
+    keep = _kept(mess, rng, ts, node_col, hardware, agent, names)
     if mess.tails:
         loss = (table["name"].to_numpy(zero_copy_only=False) == "train.loss") & np.isfinite(value)
         value[loss] += mess.tails * np.abs(value[loss]) * rng(3).standard_t(3, int(loss.sum()))
