@@ -7,11 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from stepwatch.demo import FAULT_KINDS, DemoConfig, Fault, record_scenario
+from stepwatch.demo import FAULT_SPECS, DemoConfig, Fault, record_scenario
 from stepwatch.detect import builtin_rules, replay, score, to_record
 
-#: Simulated seconds after the fault begins: the slowest kind (heat) is due 450 s after it.
+#: Simulated seconds after the fault begins: the slowest kind here (heat) is due 400 s after.
 AFTER_S = 480.0
+#: The kinds due within minutes of their start on any cluster. The others are graded by
+#: tests/detect/test_quality.py: slow ones (a leak is found over an hour), a node's collectives
+#: against its peers (three nodes at least) and a slow checkpoint (it shows at the next one).
+QUICK_KINDS = [
+    kind
+    for kind, spec in FAULT_SPECS.items()
+    if spec.deadline_s <= 300
+    and (spec.deadline_steps or 0) <= 600
+    and kind not in ("sync_latency", "checkpoint_slow")
+]
 
 
 def _found_in_time(kind: str, at: float, seed: int, after_s: float, root: Path) -> None:
@@ -30,7 +40,7 @@ def _found_in_time(kind: str, at: float, seed: int, after_s: float, root: Path) 
 
 
 @pytest.mark.parametrize("at", [20.0, 400.0])
-@pytest.mark.parametrize("kind", FAULT_KINDS)
+@pytest.mark.parametrize("kind", QUICK_KINDS)
 def test_each_fault_is_detected_in_time_early_and_late(
     kind: str, at: float, tmp_path: Path
 ) -> None:

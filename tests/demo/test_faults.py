@@ -218,7 +218,7 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     assert [
         (lb.kind, lb.entity, lb.start - t0, lb.end - t0, lb.deadline - t0) for lb in scenario.labels
     ] == [
-        ("gpu_thermal", {"node": "node0", "gpu": 3}, 60.0, 400.0, 60.0 + 150.0 + 300.0),
+        ("gpu_thermal", {"node": "node0", "gpu": 3}, 60.0, 400.0, 60.0 + 100.0 + 300.0),
         ("log_oom", {"node": "node0"}, 100.0, 100.0, 160.0),
         ("node_down", {"node": "node1"}, 200.0, 400.0, 320.0),
     ]
@@ -230,12 +230,14 @@ def test_a_recorded_scenario_is_in_the_scenario_format_with_its_labels(tmp_path:
     names = set(node1["name"].to_pylist())
     assert {HEARTBEAT, "host.cpu_pct", "gpu.util_pct", "train.compute_time_s"} <= names
     assert node1["ts"].to_numpy().max() < t0 + 201  # silent from 200 s on
-    assert table["ts"].to_numpy().max() > t0 + 399  # while node0 goes on
+    assert table["ts"].to_numpy().max() >= t0 + 399  # while node0 goes on
+    steps = table.filter(pc.equal(table["name"], "train.step_time_s"))
+    assert steps["ts"].to_numpy().max() < t0 + 201  # and waits for it: no step ends
     lines = [json.loads(line) for line in (path / "logs.jsonl").read_text().splitlines()]
     oom = [line for line in lines if "CUDA out of memory" in line["line"]]
     assert [(o["node"], o["rank"]) for o in oom] == [("node0", 2)]
     assert 100 <= oom[0]["ts"] - t0 < 102
-    assert any("saved checkpoint" in line["line"] for line in lines)  # normal events stay
+    assert any("evaluation after step" in line["line"] for line in lines)  # normal events stay
 
 
 def test_faults_of_the_steps_are_labelled_from_the_first_step_they_touch(tmp_path: Path) -> None:
@@ -323,6 +325,7 @@ def test_demo_record_writes_a_labelled_scenario_from_the_command_line(tmp_path: 
         (["--record", "x"], "--record needs --duration"),
         (["--duration", "5", "--fault", "node_down:node0"], "node0 runs rank 0"),
         (["--duration", "5", "--fault", "gpu_fire"], "unknown fault 'gpu_fire'"),
+        (["--duration", "5", "--fault", "straggler*0.5"], "must be within 1..100, got 0.5"),
     ],
 )
 def test_demo_rejects_bad_faults_before_starting(args: list[str], error: str) -> None:

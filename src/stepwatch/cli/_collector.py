@@ -120,11 +120,11 @@ def server(
     "--fault",
     "faults",
     multiple=True,
-    metavar="KIND[@S[+D]][:PLACE]",
+    metavar="KIND[@S[+D]][:PLACE][*M]",
     help="Inject a fault from S seconds on (default 60), for D seconds, at PLACE (nodeN, "
-    "nodeN/gpuG or rankR), e.g. gpu_thermal@60:node1/gpu3. Kinds: nonfinite, loss_spike, "
-    "loss_divergence, straggler, gpu_thermal, gpu_memory_pressure, node_down, log_oom "
-    "(repeatable).",
+    "nodeN/gpuG or rankR), of magnitude M (the kind's default unless given), e.g. "
+    "gpu_thermal@60:node1/gpu3 or straggler@300:rank5*1.25. Kinds: every kind of the "
+    "built-in pack (docs/detection.md lists them with their magnitudes; repeatable).",
 )
 @click.option(
     "--faults",

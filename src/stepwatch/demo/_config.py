@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._encryption import EncryptionKey
-from ._faults import Fault, FaultPlan
+from ._fault_plan import FaultPlan
+from ._faults import Fault
 from ._shape import TrainingShape
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..model import RunStatus
 from ..server import ServerThread
 from ._config import DemoConfig, DemoSummary
-from ._faults import FaultPlan
+from ._fault_plan import FaultPlan
 from ._fleet import Fleet, Sink
 from ._hardware import HardwareSample, HardwareSim
 from ._report import Reporter, step_events
@@ -86,14 +86,14 @@ class Player:
         return True
 
     def _inject(self, now: float) -> None:
-        """Act on the faults that begin by ``now``: a node falls silent, a log line appears."""
+        """Act on the faults that begin by ``now``: a node falls silent, log lines appear."""
         t = now - self.start
         for fault in self.faults.starting(self.faults_until, t):
             self.report.fault(fault.text())
             if fault.kind == "node_down":
                 self.fleet.drop_node(fault.node)
-            elif fault.kind == "log_oom":
-                self.fleet.log_line(fault.rank, self.faults.oom_line(fault.rank))
+        for rank, line in self.faults.lines(self.faults_until, t, self.current.step):
+            self.fleet.log_line(rank, line)
         self.faults_until = t
 
     def _notice_pause(self) -> None:

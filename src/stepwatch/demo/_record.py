@@ -21,9 +21,10 @@ from ..model import RunStatus
 from ..sdk import HEARTBEAT
 from ._config import DemoConfig
 from ._driver import Player
-from ._faults import FaultPlan
+from ._fault_plan import FaultPlan
 from ._fleet import HEARTBEAT_S
 from ._hardware import HardwareSample
+from ._mess import Imperfections, imperfect
 from ._report import Reporter
 from ._shape import TrainingShape
 from ._training import StepMetrics
@@ -226,6 +227,7 @@ def record_scenario(
     name: str | None = None,
     *,
     origin: float = ORIGIN_TS,
+    imperfections: Imperfections | None = None,
 ) -> RecordedScenario:
     """Play ``config`` for its duration in simulated time and write ``root/<name>/``.
 
@@ -234,6 +236,8 @@ def record_scenario(
         root: the folder the scenario's folder is made in.
         name: the scenario's folder and run id (default: ``scenario_name(config)``).
         origin: data time at which the run starts.
+        imperfections: what real collection would have done to the samples and log lines
+            (the labels keep true time); None records them as produced.
     """
     if config.duration_s is None:
         raise ValueError("a recorded scenario needs a duration")
@@ -249,9 +253,10 @@ def record_scenario(
     recorder.finish(RunStatus.FINISHED)
     folder = Path(root) / name
     folder.mkdir(parents=True, exist_ok=True)
-    table = recorder.table()
+    table, lines = recorder.table(), sorted(recorder.lines, key=lambda line: line["ts"])
+    if imperfections is not None:
+        table, lines = imperfect(table, lines, imperfections, shape.nodes)
     pq.write_table(table, folder / "metrics.parquet")
-    lines = sorted(recorder.lines, key=lambda line: line["ts"])
     with (folder / "logs.jsonl").open("w", encoding="utf-8") as f:
         f.writelines(json.dumps(line) + "\n" for line in lines)
     labels = faults.labels(origin, clock.now)

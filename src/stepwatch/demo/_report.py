@@ -9,7 +9,7 @@ from typing import Any
 
 from .._links import look_again, run_link
 from ._config import DemoConfig, DemoSummary
-from ._faults import FaultPlan
+from ._fault_plan import FaultPlan
 from ._shape import TrainingShape
 from ._training import Phase, StepMetrics
 
