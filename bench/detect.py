@@ -63,7 +63,6 @@ def _mess(args: argparse.Namespace) -> Mess:
         "gaps": args.gaps,
         "skew_s": args.skew,
         "tails": args.tails,
-        "jitter_s": args.jitter,
     }
     fields = {k: v for k, v in given.items() if v is not None}
     if args.gap_s:
@@ -83,7 +82,6 @@ def main() -> None:
     parser.add_argument("--gap-s", type=float, nargs=2, help="min and max gap seconds")
     parser.add_argument("--skew", type=float, help="+- seconds of per-node clock skew")
     parser.add_argument("--tails", type=float, help="Student-t(3) loss noise, share of loss")
-    parser.add_argument("--jitter", type=float, help="+- seconds of per-sample jitter")
     args = parser.parse_args()
     seeds = args.seeds or [secrets.randbelow(1_000_000) for _ in range(2)]
     mess = _mess(args)
