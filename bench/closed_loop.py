@@ -43,6 +43,7 @@ from stepwatch.torch import control
 #: The policy of the README's "Training control" section, as a user copies it.
 POLICY = """
 policies:
+  observe_only: false          # true: decisions are only audited as "would have"
   max_actions_per_run: 5
   rules:
     - name: divergence

@@ -27,6 +27,7 @@ MAX_STEPS = 4000
 #: that fire it are the built-in pack's.
 POLICY = """
 policies:
+  observe_only: false          # true: decisions are only audited as "would have"
   max_actions_per_run: 5
   rules:
     - name: divergence
@@ -145,6 +146,11 @@ def events(url: str, run: str, kind: str) -> list[dict[str, Any]]:
 
 def applied(ctl: Control, action: str) -> list[str]:
     return [o.result for c, o in ctl.controller.applied if c.action == action]
+
+
+def test_the_policy_is_the_readmes() -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    assert POLICY.lstrip() in readme.read_text()
 
 
 def test_without_stepwatch_the_training_never_recovers() -> None:
