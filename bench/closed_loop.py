@@ -208,7 +208,7 @@ def _report(seed: int, steered: bool, curve: Curve, alert_ts: float | None) -> N
     alert = None if alert_ts is None else next(
         (i for i, t in enumerate(curve.times) if t >= alert_ts), len(curve.times) - 1)  # fmt: skip
     recovered = "never" if got.recovered is None else f"step {got.recovered}"
-    print(f"{seed:>4} {'on' if steered else 'off':>4} {got.start or '-':>6} "
+    print(f"{seed:>4} {'on' if steered else 'off':>4} {'-' if got.start is None else got.start:>6} "
           f"{_at(curve, got.start, alert):>14} {_at(curve, got.start, curve.lowered):>14} "
           f"{got.rose:>9.3g}x {recovered:>10} {got.final:>10.3g}")  # fmt: skip
 
