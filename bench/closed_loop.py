@@ -1,143 +1,247 @@
-"""The closed loop on real trainings: the same seeds diverge with and without stepwatch steering.
+"""The closed loop as a user gets it: the built-in rules and the README's policy on a real
+training whose learning rate is too high.
 
-Run: python bench/closed_loop.py [--seeds 0 1 2 --steps 600 --step-s 0.005]
+Run: python bench/closed_loop.py [--seeds 0 1 2] [--peak 1.05] [--step-s 0.02]
+       [--rules FILE] [--poll-s 1] [--flush-s 1]
 
-Starts ``python -m stepwatch.server`` with a rule file whose policy halves the
-learning rate on ``loss_divergence``. Each seed is a least-squares problem
-trained by full-batch SGD at a learning rate 2 % past the stable limit, so it
-diverges after a few steps; every step is paced to ``--step-s``. Each seed runs
-twice, alone and with ``stepwatch.torch.control`` attached to a run on that
-collector, and prints per run: the final loss, the steps lost (steps whose
-loss stood above 1.5 times the best reached before the divergence) and the
-time to recovery (wall seconds from the first such step until the loss is
-back below that best; "never" when it is not). Prints figures; never passes or fails.
+Starts ``python -m stepwatch.server`` with the built-in pack and a rule file holding only
+the policy the README documents (halve the learning rate on ``loss_divergence``; roll back,
+then skip non-finite updates, on ``nonfinite``); ``--rules`` adds a rule file of your own
+(a rule variant to compare). Each seed trains a least-squares model by minibatch SGD whose
+learning-rate warm-up ends ``--peak`` times past the full batch's stability limit, so the
+loss falls, then diverges near the warm-up's end; every step is paced to ``--step-s``. Each
+seed runs twice, alone and with ``stepwatch.torch.control`` (SDK defaults: flush and poll
+every second), and prints per run: the step where the divergence starts, the steps and
+seconds from there to the collector's first ``loss_divergence`` alert and to the halved
+learning rate taking effect, how far the loss rose (its highest value over the best
+median), whether it recovered (the median back within 10 % of that best) and the final loss.
+
+The divergence's start and the recovery are judged on the median of the last 20 losses
+(minibatch losses are noisy) independently of the rule: the start is the last step whose
+median stood within 10 % of the best median before the median first doubled. Prints
+figures; never passes or fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import torch
 from _collector import free_port, start_collector
 
 import stepwatch
 from stepwatch.torch import control
 
-RULES = """
-groups:
-  - name: bench
-    rules:
-      - alert: fast_divergence
-        kind: loss_divergence
-        signal: {metric: train.loss, by: [run]}
-        detector: {type: rise, rise: 0.5, halflife: 3, window: 500}
-        for: 3 samples
-        severity: critical
+#: The policy of the README's "Training control" section, as a user copies it.
+POLICY = """
 policies:
+  observe_only: false          # true: decisions are only audited as "would have"
+  max_actions_per_run: 5
   rules:
-    - name: calm_divergence
+    - name: divergence
       kinds: [loss_divergence]
       cooldown: 10m
-      steps:
+      steps:                   # each only while the alert still fires
+        - {action: notify}
         - {action: lower_lr, args: {factor: 0.5}}
+        - {after: 5m, action: stop, args: {timeout_s: 120}}
+    - name: nonfinite
+      kinds: [nonfinite]
+      cooldown: 10m
+      steps:
+        - {action: rollback}
+        - {action: skip_step, args: {steps: 100}}
 """
+
+MEDIAN_OF = 20  # losses in the median that judges start and recovery
+WARMUP = 300  # steps of the learning-rate warm-up
+AFTER = 700  # steps trained after the warm-up
+
+
+@dataclass
+class Curve:
+    """What one training logged: its losses, when each step ended, and the first step whose
+    update used a lowered learning rate (None: none did)."""
+
+    losses: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    lowered: int | None = None
 
 
 @dataclass
 class Outcome:
+    start: int | None  # step where the divergence starts (None: it did not)
+    rose: float  # highest loss from the start on, over the best median before it
+    recovered: int | None  # first step after the start whose median is back near the best
     final: float
-    lost: int
-    recovery_s: float | None
 
 
 def problem(seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Inputs, targets and the full batch's stability limit of plain SGD (2 / top curvature)."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(256, 8, generator=gen)
-    y = x @ torch.randn(8, 1, generator=gen) + 0.1 * torch.randn(256, 1, generator=gen)
-    with_bias = torch.cat([x, torch.ones(256, 1)], 1)
-    top = float(torch.linalg.eigvalsh(2 * with_bias.T @ with_bias / 256).max())
-    return x, y, 1.02 * 2 / top
+    x = torch.randn(4096, 8, generator=gen) * torch.linspace(0.3, 1.5, 8)
+    y = x @ torch.randn(8, 1, generator=gen) + 0.3 * torch.randn(4096, 1, generator=gen)
+    with_bias = torch.cat([x, torch.ones(4096, 1)], 1)
+    return x, y, 2 / float(torch.linalg.eigvalsh(2 * with_bias.T @ with_bias / 4096).max())
 
 
-def train(seed: int, steps: int, step_s: float, run: stepwatch.Run | None) -> Outcome:
-    x, y, lr = problem(seed)
-    torch.manual_seed(seed)
-    model = torch.nn.Linear(8, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    ctl = control(run, optimizer=optimizer, interval_s=0.05) if run is not None else None
-    losses, times = [], []
+class Training:
+    """Minibatch SGD on one seed's problem, its warm-up ending ``peak`` times the limit."""
+
+    def __init__(self, seed: int, peak: float) -> None:
+        self.x, self.y, limit = problem(seed)
+        torch.manual_seed(seed)
+        self.model = torch.nn.Linear(8, 1)
+        self.peak = peak * limit
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.peak)
+        self.warm = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / WARMUP)
+        )
+        self.batches = torch.Generator().manual_seed(seed)
+        self.saved: dict[str, Any] = {}
+        self.curve = Curve()
+
+    def step(self) -> float:
+        step = len(self.curve.losses)
+        pick = torch.randint(0, len(self.x), (64,), generator=self.batches)
+        self.optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.model(self.x[pick]), self.y[pick])
+        loss.backward()
+        self.optimizer.step()
+        scheduled = self.peak * min(1.0, (step + 1) / WARMUP)
+        if self.curve.lowered is None and self.optimizer.param_groups[0]["lr"] < 0.99 * scheduled:
+            self.curve.lowered = step
+        self.warm.step()
+        self.curve.losses.append(loss.item())
+        self.curve.times.append(time.time())
+        return self.curve.losses[-1]
+
+    def save(self, step: int) -> None:
+        self.saved = {"model": _copy(self.model.state_dict()),
+                      "opt": _copy(self.optimizer.state_dict())}  # fmt: skip
+
+    def load(self, step: int) -> None:
+        self.model.load_state_dict(self.saved["model"])
+        self.optimizer.load_state_dict(self.saved["opt"])
+
+
+def train(seed: int, args: argparse.Namespace, run: stepwatch.Run | None) -> Curve:
+    """One paced training; with a run, steered by the collector through ``control``."""
+    training = Training(seed, args.peak)
+    ctl = None
+    if run is not None:
+        ctl = control(
+            run, optimizer=training.optimizer, save=training.save, load=training.load,
+            scheduler=training.warm, interval_s=args.poll_s,
+        )  # fmt: skip
     try:
-        for step in range(steps):
-            optimizer.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            times.append(time.monotonic())
+        for step in range(WARMUP + AFTER):
+            if ctl is not None and step % 50 == 0:
+                ctl.checkpoint(step)
+            loss = training.step()
             if run is not None:
-                run.log({"loss": losses[-1]}, step=step)
-            time.sleep(step_s)
+                run.log({"loss": loss}, step=step)
+            time.sleep(args.step_s)
     finally:
         if ctl is not None:
             ctl.close()
-    return judge(losses, times)
+    return training.curve
 
 
-def judge(losses: list[float], times: list[float]) -> Outcome:
-    """Steps lost and recovery time, against the best loss reached before the divergence."""
-    best = math.inf
-    onset = None
-    for i, value in enumerate(losses):
-        if not value > 1.5 * best:
-            if onset is None:
-                best = min(best, value)
-            continue
-        onset = i if onset is None else onset
-    if onset is None:
-        return Outcome(losses[-1], 0, 0.0)
-    lost = sum(1 for v in losses[onset:] if not v <= 1.5 * best)
-    back = next((i for i in range(onset, len(losses)) if losses[i] <= best), None)
-    recovery = None if back is None else times[back] - times[onset]
-    return Outcome(losses[-1], lost, recovery)
+def _copy(state: object) -> object:
+    if isinstance(state, torch.Tensor):
+        return state.clone()
+    if isinstance(state, dict):
+        return {k: _copy(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_copy(v) for v in state]
+    return state
+
+
+def judge(curve: Curve) -> Outcome:
+    """Start, rise and recovery of the divergence on the median of the last losses."""
+    losses = curve.losses
+    med = [_median(losses[max(0, i - MEDIAN_OF + 1) : i + 1]) for i in range(len(losses))]
+    best, start = math.inf, None
+    for i, m in enumerate(med[MEDIAN_OF:], MEDIAN_OF):
+        if m > 2 * best:
+            break
+        best = min(best, m)
+        start = i if m <= 1.1 * best else start
+    else:
+        return Outcome(None, 1.0, None, losses[-1])
+    rose = max((v for v in losses[start:] if not math.isnan(v)), default=math.inf) / best
+    back = next((i for i in range(start + MEDIAN_OF, len(med)) if med[i] <= 1.1 * best), None)
+    return Outcome(start, rose, back, losses[-1])
+
+
+def _median(values: list[float]) -> float:
+    finite = [v if math.isfinite(v) else math.inf for v in values]
+    return statistics.median(finite)
+
+
+def first_alert(url: str, run: str) -> float | None:
+    """Data time of the first firing ``loss_divergence`` alert of ``run``."""
+    params: dict[str, str | int] = {"run": run, "kind": "alert", "limit": 1000}
+    events = httpx.get(f"{url}/api/v1/events", params=params, timeout=10).json()
+    fired = [e["ts"] for e in events if e["data"]["state"] == "firing"
+             and e["data"]["kind"] == "loss_divergence"]  # fmt: skip
+    return min(fired, default=None)
+
+
+def _at(curve: Curve, start: int | None, step: int | None) -> str:
+    if start is None or step is None:
+        return "-"
+    return f"{step - start} / {curve.times[step] - curve.times[start]:.1f}s"
+
+
+def _report(seed: int, steered: bool, curve: Curve, alert_ts: float | None) -> None:
+    got = judge(curve)
+    alert = None if alert_ts is None else next(
+        (i for i, t in enumerate(curve.times) if t >= alert_ts), len(curve.times) - 1)  # fmt: skip
+    recovered = "never" if got.recovered is None else f"step {got.recovered}"
+    print(f"{seed:>4} {'on' if steered else 'off':>4} {'-' if got.start is None else got.start:>6} "
+          f"{_at(curve, got.start, alert):>14} {_at(curve, got.start, curve.lowered):>14} "
+          f"{got.rose:>9.3g}x {recovered:>10} {got.final:>10.3g}")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--step-s", type=float, default=0.005, help="pace of a training step")
+    parser.add_argument("--peak", type=float, default=1.05, help="peak lr / stability limit")
+    parser.add_argument("--step-s", type=float, default=0.02, help="pace of a training step")
+    parser.add_argument("--rules", type=Path, help="a rule file to add to the built-in pack")
+    parser.add_argument("--poll-s", type=float, default=1.0, help="control()'s interval_s")
+    parser.add_argument("--flush-s", type=float, default=1.0, help="the run's flush_interval_s")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home, port = Path(tmp), free_port()
-        rules = home / "rules.yaml"
-        rules.write_text(RULES)
-        log = home / "collector.log"
-        proc = start_collector(home / "store.duckdb", port, log, "--rules", str(rules))
+        (home / "policy.yaml").write_text(POLICY)
+        rules = ["--rules", str(home / "policy.yaml")]
+        rules += ["--rules", str(args.rules)] if args.rules else []
+        url = f"http://127.0.0.1:{port}"
+        proc = start_collector(home / "store.duckdb", port, home / "collector.log", *rules)
         try:
-            print(f"{'seed':>4} {'stepwatch':>9} {'final loss':>12} {'steps lost':>10} "
-                  f"{'recovery':>9}")  # fmt: skip
+            print(f"{'seed':>4} {'sw':>4} {'start':>6} {'alert (steps/s)':>14} {'lr halved':>14} "
+                  f"{'loss rose':>10} {'recovered':>10} {'final':>10}")  # fmt: skip
             for seed in args.seeds:
-                for steered in (False, True):
-                    run = None
-                    if steered:
-                        run = stepwatch.Run(
-                            project="bench-closed-loop", run_id=f"seed-{seed}",
-                            server=f"http://127.0.0.1:{port}", dir=home / "spool",
-                            flush_interval_s=0.1, heartbeat_s=None,
-                        )  # fmt: skip
-                    try:
-                        got = train(seed, args.steps, args.step_s, run)
-                    finally:
-                        if run is not None:
-                            run.finish()
-                    recovery = "never" if got.recovery_s is None else f"{got.recovery_s:.2f}s"
-                    print(f"{seed:>4} {'on' if steered else 'off':>9} {got.final:>12.4g} "
-                          f"{got.lost:>10} {recovery:>9}")  # fmt: skip
+                _report(seed, False, train(seed, args, None), None)
+                run = stepwatch.Run(project="bench-closed-loop", run_id=f"seed-{seed}",
+                                    server=url, dir=home / "spool",
+                                    flush_interval_s=args.flush_s)  # fmt: skip
+                try:
+                    curve = train(seed, args, run)
+                finally:
+                    run.finish()
+                _report(seed, True, curve, first_alert(url, run.id))
         finally:
             proc.terminate()
             proc.wait(60)
