@@ -12,8 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stepwatch.act import Route
-from stepwatch.detect import Engine, Matcher, RuleSet, builtin_rules, replay
+from stepwatch.detect import Engine, RuleSet, builtin_rules, replay
 from stepwatch.detect._reorder import ReorderBuffer
 from stepwatch.model import NO_STEP, SampleBatch, SeriesKey
 
@@ -206,12 +205,3 @@ def test_a_gap_resolves_when_its_producer_is_heard_again() -> None:
     gap = [(state, ts) for _, state, _, ts in _live(Cluster(agent_gap={1: (300.0, 390.0)}))]
     assert [state for state, _ in gap] == ["firing", "resolved"]
     assert 389 <= gap[1][1] <= 396
-
-
-def test_a_telemetry_gap_is_recorded_but_no_receiver_hears_of_it_unless_a_route_asks() -> None:
-    gap = {"kind": "telemetry_gap", "severity": "info", "run": "job", "node": "node1"}
-    tree = Route("oncall", routes=(Route("infra", (Matcher("kind", "gpu_.*|tele.*", "=~"),)),))
-    assert tree.find(gap) == []
-    assert [r.receiver for r in tree.find({**gap, "severity": "critical"})] == ["infra"]
-    asking = Route("oncall", routes=(Route("log", (Matcher("severity", "info"),)),))
-    assert [r.receiver for r in asking.find(gap)] == ["log"]
