@@ -1,6 +1,6 @@
 """Notifications from a real collector: started with a notifications file pointing at a local
 webhook, a NaN loss ingested over HTTP comes out as one webhook call, and the delivery is in
-the audit trail; a silenced alert calls nobody."""
+the audit trail; a silenced alert calls nobody, nor does an info alert (a telemetry gap)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,40 @@ def test_a_silenced_alert_calls_nobody(
         return found if len(found) == 2 else []
 
     assert len(eventually(alerts)) == 2  # both fired; only the unsilenced one was sent
+    assert len(hook.wait_for(2, timeout=1.0)) == 1
+
+
+def _agent_pause_doc(run: str) -> dict[str, Any]:
+    """Two nodes for five minutes, each an agent (host.cpu_pct every 5 s) and a rank stepping
+    every second; node1's agent is silent from 100 s to 190 s while its rank trains on."""
+    samples = []
+    for t in range(300):
+        for node in (0, 1):
+            labels = {"run": run, "node": f"node{node}"}
+            step = {"name": "train.step_time_s", "labels": {**labels, "rank": str(node)}}
+            samples.append({**step, "step": t, "ts": T0 + t + 0.5, "value": 1.0})
+            if t % 5 == 0 and not (node == 1 and 100 <= t < 190):
+                cpu = {"name": "host.cpu_pct", "labels": labels, "value": 30.0}
+                samples.append({**cpu, "ts": T0 + t})
+    return {"source": f"job-{run}", "seq": 1, "samples": samples}
+
+
+def test_a_telemetry_gap_is_listed_but_calls_nobody(
+    collector: str, hook: Recorder, loss_doc: Any, eventually: Any
+) -> None:
+    assert httpx.post(f"{collector}/api/v1/ingest", json=_agent_pause_doc("r1")).status_code == 200
+
+    def listed(kind: str) -> list[dict[str, Any]]:
+        params = {"kind": kind, "state": "all"}
+        return httpx.get(f"{collector}/api/v1/alerts", params=params).json()
+
+    (gap,) = eventually(lambda: listed("telemetry_gap"))
+    assert gap["severity"] == "info" and gap["state"] == "resolved"
+    assert gap["labels"] == {"run": "r1", "node": "node1", "producer": "agent"}
+    assert not listed("node_down")
+    httpx.post(f"{collector}/api/v1/ingest", json=loss_doc(1, "r2", [2.0, "NaN"], T0))
+    (request,) = hook.wait_for(1)  # what was sent after the gap: the NaN loss alone
+    assert [a["kind"] for a in json.loads(request.body)["alerts"]] == ["nonfinite"]
     assert len(hook.wait_for(2, timeout=1.0)) == 1
 
 

@@ -262,12 +262,25 @@ def _tree() -> Route:
         ({"kind": "loss_spike", "severity": "critical"}, ["pager", "loss"]),
         ({"kind": "gpu_thermal", "severity": "warning", "node": "n1"}, ["gpu"]),
         ({"kind": "gpu_thermal", "severity": "warning", "node": "n9"}, ["default"]),
+        ({"kind": "telemetry_gap", "severity": "info"}, []),  # info: a record, not a message
+        ({"kind": "gpu_underutilized", "severity": "info", "node": "n1"}, []),
     ],
 )
 def test_the_route_tree_decides_who_hears_of_an_alert(
     labels: dict[str, str], receivers: list[str]
 ) -> None:
     assert [r.receiver for r in _tree().find(labels)] == receivers
+
+
+def test_info_alerts_go_only_where_a_route_asks_for_them_by_severity() -> None:
+    gap = {"kind": "telemetry_gap", "severity": "info", "node": "n1"}
+    log = Route("log", (Matcher("severity", "info|warning", "=~"),), path="r0")
+    tree = Route("default", routes=(log,))
+    assert [r.receiver for r in tree.find(gap)] == ["log"]
+    below = Route("gaps", (Matcher("kind", "telemetry_gap"),), path="r0.0")
+    tree = Route("default", routes=(Route("infra", log.matchers, routes=(below,), path="r0"),))
+    assert [r.receiver for r in tree.find(gap)] == ["gaps"]  # asked for above, taken below
+    assert [r.receiver for r in tree.find({**gap, "severity": "critical"})] == ["default"]
 
 
 ROUTE = Route("hook", group_wait=30.0, group_interval=300.0, repeat_interval=3600.0)

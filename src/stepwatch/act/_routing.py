@@ -1,6 +1,9 @@
 """The route tree, as Alertmanager has it: an alert walks down from the root to the routes
 whose matchers it meets; the first matching child takes it unless that child says
-``continue``, and a route none of whose children match takes it itself."""
+``continue``, and a route none of whose children match takes it itself.
+
+An alert of severity ``info`` is a record, not a message (a producer's telemetry gap, an idle
+GPU): only a route that matches on ``severity`` itself, or below one that does, takes it."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ __all__ = ["DEFAULT_GROUP_BY", "Route"]
 
 #: A burst of one kind in one run is one message (64 stragglers, one notification).
 DEFAULT_GROUP_BY = ("kind", "run")
+#: The severity that reaches receivers only through a route that asks for it by severity.
+RECORD_ONLY = "info"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +52,22 @@ class Route:
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(m.matches(labels) for m in self.matchers)
 
-    def find(self, labels: Mapping[str, str]) -> list[Route]:
+    def find(self, labels: Mapping[str, str], asked: bool = False) -> list[Route]:
         """The routes that take an alert with these labels (none when this one does not
-        match; the root has no matchers, so it always takes what no child does)."""
+        match; the root has no matchers, so it takes what no child does, but an ``info``
+        alert only when a route on the way ``asked`` for it by severity)."""
         if not self.matches(labels):
             return []
+        asked = asked or any(m.label == "severity" for m in self.matchers)
         found: list[Route] = []
         for child in self.routes:
-            taken = child.find(labels)
+            taken = child.find(labels, asked)
             found += taken
             if taken and not child.proceed:
                 break
-        return found or [self]
+        if found or asked or labels.get("severity") != RECORD_ONLY:
+            return found or [self]
+        return []
 
     def walk(self) -> list[Route]:
         """This route and every one below it."""

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._regex import compile_regex
-from ..model import Event, SampleBatch, SeriesKey
-from ._absence import Absence, AbsenceFinding
+from ..model import NO_STEP, Event, SampleBatch, SeriesKey
+from ._absence import PRODUCER, Absence, AbsenceFinding, producer
 from ._base import Detector, Warmup
 from ._dedup import Dedup
 from ._lifecycle import AlertState, Lifecycle, Transition
@@ -161,7 +161,8 @@ class _Group:
     members: dict[str, int] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)  # by member index
     lives: dict[int, Lifecycle] = field(default_factory=dict)
-    parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # ts, step, value, member
+    parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # ts step value member source
+    sources: dict[tuple[int, str], int] = field(default_factory=dict)  # (member, producer) -> index
 
     def member(self, name: str) -> int:
         """The index of a member, named by its value of the rule's last ``by`` label."""
@@ -170,16 +171,22 @@ class _Group:
             self.names.append(name)
         return self.members[name]
 
+    def source(self, member: int, producer: str) -> int:
+        """The index of one producer of a member (its agent, a rank's process)."""
+        return self.sources.setdefault((member, producer), len(self.sources))
+
     def entity(self, member: int) -> dict[str, str]:
         return {**self.scope, self.rule.signal.by[-1]: self.names[member]}
 
     def flush(self) -> list[Alert]:
         """Feed this batch's samples of every member, in time order, to the detector."""
         parts, self.parts = self.parts, []
-        ts, step, value, member = (np.concatenate(column) for column in zip(*parts, strict=True))
+        ts, step, value, member, source = (np.concatenate(c) for c in zip(*parts, strict=True))
         order = np.argsort(ts, kind="stable")
-        if isinstance(self.detector, Absence):
-            return self._absence(self.detector.update(ts[order], member[order]))
+        if isinstance(self.detector, Absence):  # a training metric's silence alone says nothing
+            clocked = step[order] == NO_STEP
+            found = self.detector.update(ts[order], member[order], clocked, source[order])
+            return self._absence(found)
         verdict = self.detector.update(ts[order], step[order], member[order], value[order])
         alerts = []
         for m in np.unique(verdict.member).tolist():
@@ -203,6 +210,10 @@ class _Group:
             t = Transition(state, f.detected_at, f.silent_since, f.detected_at - f.silent_since)
             alerts.append(_alert(self.rule, entity, t))
         return alerts
+
+
+#: A series read by a group: the group, its member and its source within the member.
+_InGroup = tuple[_Group, int, int]
 
 
 class _LogRule:
@@ -249,7 +260,7 @@ class Engine:
         self._detectors = detectors
         self._metric_rules = [r for r in rules.rules if r.signal.metrics]
         self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
-        self._routes: dict[SeriesKey, list[_Binding | tuple[_Group, int] | _AsOf]] = {}
+        self._routes: dict[SeriesKey, list[_Binding | _InGroup | _AsOf]] = {}
         self._divisors: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _AsOf] = {}
         self._groups: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _Group] = {}
         self._dedup = Dedup()
@@ -261,9 +272,10 @@ class Engine:
 
     def _bind(
         self, key: SeriesKey, carried: Mapping[tuple[str, str], _Binding] | None = None
-    ) -> list[_Binding | tuple[_Group, int] | _AsOf]:
+    ) -> list[_Binding | _InGroup | _AsOf]:
         labels = dict(key.labels)
-        bindings: list[_Binding | tuple[_Group, int] | _AsOf] = []
+        labels.setdefault(PRODUCER, producer(key))  # which process of its node sent it
+        bindings: list[_Binding | _InGroup | _AsOf] = []
         for rule in self._metric_rules:
             if any(labels.get(k) != v for k, v in rule.signal.match):
                 continue
@@ -275,7 +287,8 @@ class Engine:
                 if all(k in labels for k in rule.signal.by):
                     scope = {k: labels[k] for k in ("run", *rule.signal.by[:-1]) if k in labels}
                     group = self._group(rule, scope)
-                    bindings.append((group, group.member(labels[rule.signal.by[-1]])))
+                    member = group.member(labels[rule.signal.by[-1]])
+                    bindings.append((group, member, group.source(member, labels[PRODUCER])))
                 continue
             if carried and (kept := carried.get(rule.key)) is not None:
                 kept.rule = rule
@@ -403,7 +416,7 @@ class Engine:
 
     def _feed(
         self,
-        bindings: list[_Binding | tuple[_Group, int] | _AsOf],
+        bindings: list[_Binding | _InGroup | _AsOf],
         batch: SampleBatch,
         rows: np.ndarray,
         touched: dict[int, _Group],
@@ -418,9 +431,10 @@ class Engine:
             judged = _where(rule, every, rows)
             ts, value = batch.ts[judged], batch.value[judged]
             if isinstance(binding, tuple):
-                group, member = binding
+                group, member, source = binding
                 members = np.full(ts.shape[0], member, np.int64)
-                group.parts.append((ts, batch.step[judged], value, members))
+                sources = np.full(ts.shape[0], source, np.int64)
+                group.parts.append((ts, batch.step[judged], value, members, sources))
                 touched[id(group)] = group
                 continue
             shown = value if binding.divisor is None else binding.divisor.divide(ts, value)

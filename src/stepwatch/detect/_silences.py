@@ -88,11 +88,12 @@ class Inhibition:
 
 _WAITING = frozenset({"gpu_underutilized", "step_time_regression"})
 
-#: A node that is down explains its stragglers, slow collectives and idle GPUs. In synchronous
+#: A node that is down explains its stragglers, slow collectives and idle GPUs, and the silence
+#: of each of its producers (a telemetry_gap seen on the way down). In synchronous
 #: training every rank waits for the slowest one, so a straggler, a starved data loader or a
 #: node's slow network explains the idle GPUs and the slower steps of the whole run.
 DEFAULT_INHIBITIONS = (
-    Inhibition("node_down", _WAITING | {"straggler", "sync_latency"}, ("node",)),
+    Inhibition("node_down", _WAITING | {"straggler", "sync_latency", "telemetry_gap"}, ("node",)),
     Inhibition("straggler", _WAITING | {"sync_latency"}, ("run",)),
     Inhibition("dataloader_bottleneck", _WAITING | {"sync_latency"}, ("run",)),
     Inhibition("sync_latency", _WAITING, ("run",)),
