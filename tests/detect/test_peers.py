@@ -155,6 +155,14 @@ def test_a_flagged_member_stays_flagged_through_one_quick_step() -> None:
     assert verdict.streak[(verdict.member == 3) & (verdict.step == 150)].tolist() == [0]
 
 
+def test_one_quick_step_in_ten_does_not_restart_the_count() -> None:
+    values = _compute()
+    values[104, 3] = values[104, 2]  # one step of the straggler at its peers' pace
+    assert _flagged(PeerComparison(min_steps=10).update(*_flat(values)))[0] == (110, 3)
+    values[106, 3] = values[106, 2]  # two in eleven: flagged once one is left of its last 11
+    assert _flagged(PeerComparison(min_steps=10).update(*_flat(values)))[0] == (115, 3)
+
+
 def test_non_finite_values_are_reported_but_not_judged() -> None:
     values = _compute()
     values[105, 3], values[106, 0] = np.nan, np.inf

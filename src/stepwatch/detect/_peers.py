@@ -7,21 +7,24 @@ The default ``ratio`` of 1.25 (a relative speed below 0.8) sits far above the fe
 per-step jitter between healthy ranks, and it is the smallest slow-down worth a person's time:
 synchronous training runs every rank at the straggler's pace, so 25 % on one rank is 25 % on
 the whole job. Like Minder's continuity check, a member is flagged only after ``min_steps``
-consecutive decided steps above the ratio, so one slow step is never a straggler; once flagged
-it stays flagged while most (more than half) of its last ``min_steps`` judged steps are above,
-so one noisy step of a member near the ratio does not end its finding (and restart a rule's
-``for``). A step a member did not report, or that could not be judged (too few members, a
-non-finite value), neither counts nor breaks either run. When every
-member slows together (an evaluation pause, a checkpoint) the peers' median rises with them and
-the ratio stays near 1: such pauses cannot alert by construction.
+decided steps above the ratio in a row, so one slow step is never a straggler; one step in ten
+may dip below it (``min_steps`` of the last ``min_steps`` and a tenth more), so heavy-tailed
+noise about a real slow-down does not keep resetting the count. Once flagged, a member stays
+flagged while most (more than half) of its last ``min_steps`` judged steps are above, so one
+noisy step of a member near the ratio does not end its finding (and restart a rule's ``for``).
+A step a member did not report, or that could not be judged (too few members, a non-finite
+value), neither counts nor breaks either run. When every member slows together (an evaluation
+pause, a checkpoint) the peers' median rises with them and the ratio stays near 1: such pauses
+cannot alert by construction.
 
 When steps complete: samples of one metric arrive in data-time order, a step's samples from all
 members close together. A step is decided at the first sample of a later step if every member
 seen so far reported it, or else once a majority of the members seen so far have reported a
 later step and data time is ``SKEW_S`` past the step's last sample (a member that died or lags
 does not hold its peers' verdicts back, and one whose clock is a second behind is not left
-out). Should most members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is decided with whoever
-reported it (too few to judge, as a rule: a lost node is ``Absence``'s finding, not a peer's).
+out). Should most members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is
+decided with whoever reported it (too few to judge, as a rule: a lost node is ``Absence``'s
+finding, not a peer's).
 Steps are decided in order; a sample of a step already decided is late and only counted.
 Undecided steps are kept between batches, so the output does not depend on how the stream is cut
 into batches. Samples without a step (``step == -1``) are grouped into ``bucket_s`` buckets of
@@ -83,7 +86,7 @@ class PeerComparison:
 
     Args:
         ratio: how far from the peers' median counts (in ``direction``), > 1.
-        min_steps: consecutive decided steps above ``ratio`` before a member is anomalous.
+        min_steps: decided steps above ``ratio`` (one in ten may dip) before a member is anomalous.
         min_members: members that must report a step (self included) for it to be judged.
         bucket_s: bucket width in seconds for samples that carry no step.
         direction: ``up`` (slower, more time), ``down`` (less throughput) or ``both``.
@@ -110,7 +113,8 @@ class PeerComparison:
         self._known = np.zeros(0, dtype=bool)
         self._latest = np.zeros(0)
         self._streak = np.zeros(0, dtype=np.int64)
-        self._recent = np.zeros((self.min_steps, 0))  # the last judged steps: 1 above, 0 not
+        self._span = self.min_steps + self.min_steps // 10  # min_steps slow ones, a tenth may dip
+        self._recent = np.zeros((self._span, 0))  # the last judged steps: 1 above, 0 not
         self._flagged = np.zeros(0, dtype=bool)
         self._decided = -math.inf
         self._pending: dict[int, Floats] = {}
@@ -216,7 +220,7 @@ class PeerComparison:
         self._known = np.concatenate([self._known, np.zeros(extra, dtype=bool)])
         self._latest = np.concatenate([self._latest, np.full(extra, -np.inf)])
         self._streak = np.concatenate([self._streak, np.zeros(extra, dtype=np.int64)])
-        self._recent = np.hstack([self._recent, np.zeros((self.min_steps, extra))])
+        self._recent = np.hstack([self._recent, np.zeros((self._span, extra))])
         self._flagged = np.concatenate([self._flagged, np.zeros(extra, dtype=bool)])
         for key, table in self._pending.items():
             pad = np.zeros((4, extra))
@@ -282,10 +286,11 @@ class PeerComparison:
         above = score >= self.ratio
         judged = np.isfinite(score)
         streak = _streaks(above, judged & ~above, self._streak)
-        counts, self._recent = _recent_above(above, judged, self._recent)
-        flagged = _flagged(
-            above & (streak >= self.min_steps), 2 * counts > self.min_steps, self._flagged
+        (enter, stay), self._recent = _recent_above(
+            above, judged, self._recent, (self._span, self.min_steps)
         )
+        entered = above & (enter >= self.min_steps)
+        flagged = _flagged(entered, 2 * stay > self.min_steps, self._flagged)
         if decided:
             self._streak, self._flagged = streak[-1].copy(), flagged[-1].copy()
         keys = np.array([k for k, _ in decided], dtype=np.int64)
@@ -334,7 +339,7 @@ class PeerComparison:
         self._latest = np.array(state["latest"], dtype=np.float64).reshape(known.size)
         self._streak = np.array(state["streak"], dtype=np.int64).reshape(known.size)
         recent = np.array(state["recent"], dtype=np.float64)
-        self._recent = recent.reshape(self.min_steps, known.size)
+        self._recent = recent.reshape(self._span, known.size)
         self._flagged = np.array(state["flagged"], dtype=bool).reshape(known.size)
         self._decided = float(state["decided"])
         self._pending = dict(zip((int(k) for k in state["pending_keys"]), pending, strict=True))
@@ -365,17 +370,23 @@ def _streaks(above: Bools, below: Bools, start: NDArray[np.int64]) -> NDArray[np
     return np.where(reset >= 0, count - reset, start + count).astype(np.int64)
 
 
-def _recent_above(above: Bools, judged: Bools, ring: Floats) -> tuple[Floats, Floats]:
-    """Per step and member, how many of the member's last ``len(ring)`` judged steps (up to
-    that step) were above; and the new ring. Unjudged steps carry the count before them."""
+def _recent_above(
+    above: Bools, judged: Bools, ring: Floats, sizes: tuple[int, ...]
+) -> tuple[list[Floats], Floats]:
+    """Per step and member, how many of the member's last ``n`` judged steps (up to that
+    step) were above, for each ``n`` of ``sizes`` (at most the ring's length); and the new
+    ring. An unjudged step carries the counts before it."""
     size, steps = ring.shape[0], above.shape[0]
     order = np.argsort(~judged, axis=0, kind="stable")  # each member's judged steps first
     history = np.vstack([ring, np.take_along_axis(above & judged, order, axis=0)])
     total = np.vstack([np.zeros((1, ring.shape[1])), np.cumsum(history, axis=0)])
-    window = total[size + 1 : size + 1 + steps] - total[1 : 1 + steps]
     seen = np.cumsum(judged, axis=0)
-    at = np.take_along_axis(window, np.maximum(seen - 1, 0), axis=0) if steps else window
-    counts = np.where(seen > 0, at, ring.sum(axis=0))
+    at = np.maximum(seen - 1, 0)
+    counts = []
+    for n in sizes:
+        window = total[size + 1 : size + 1 + steps] - total[size + 1 - n : size + 1 - n + steps]
+        picked = np.take_along_axis(window, at, axis=0) if steps else window
+        counts.append(np.where(seen > 0, picked, ring[size - n :].sum(axis=0)))
     last = seen[-1] if steps else np.zeros(ring.shape[1], dtype=np.int64)
     return counts, np.take_along_axis(history, last + np.arange(size)[:, None], axis=0)
 
