@@ -1,0 +1,600 @@
+"""Every metric rule of the built-in pack on telemetry as it really arrives.
+
+For each rule a healthy signal and a faulty one near the rule's threshold, generated here
+(seeded), go through the live path (per-series order, the reorder buffer, the engines) clean
+and under each imperfection: samples lost at random and in bursts, a gap of minutes in one
+source, clock skew between nodes, batches out of order, duplicated samples, Student-t(3)
+noise, and a sampling interval that changes mid-run. Healthy: no alert of the rule's kind.
+Faulty: the rule's alert about the faulty entity, not before the fault and within a bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pytest
+
+from stepwatch.detect import Alert, Engine, RuleSet, builtin_rules
+from stepwatch.detect._live import _split
+from stepwatch.detect._registry import DETECTORS
+from stepwatch.detect._reorder import Reorder, SeriesOrder, merge
+from stepwatch.model import NO_STEP, SampleBatch, SeriesKey
+
+T0 = 1_780_000_000.0
+GB = 1e9
+SDK_S, AGENT_S = 1.0, 5.0  # data time one batch holds: an SDK's flush, an agent's read
+DRAIN_S = 10.0  # the live detector takes what arrived in this much time as one batch
+GAP_S = 180.0  # the gap in one source ends this long before the fault
+NODES = 3
+GPUS = 4
+RANKS = 2  # ranks per node in the training cases (enough peers, fewer samples)
+STEP_S = 0.25  # the pace of the training curves' runs
+RULES = builtin_rules()
+
+
+@dataclass
+class Stream:
+    """One series as a source sends it: where from, when, at which step, what."""
+
+    name: str
+    labels: dict[str, str]
+    source: str
+    ts: np.ndarray
+    value: np.ndarray
+    step: np.ndarray | None = None
+
+
+@dataclass
+class Mess:
+    """The imperfections of one variant."""
+
+    lost: float = 0.0  # share of samples lost at random
+    bursts: bool = False  # losses of 5-30 s, about 5 % of each series
+    gap: bool = False  # the fault's source silent for GAP_S, ending a minute before the fault
+    skew: bool = False  # each node's clock off by up to +-1 s
+    shuffled: bool = False  # a third of each source's batches arrive after the next one
+    duplicates: bool = False  # 5 % of samples sent twice (same batch or the next)
+    tails: bool = False  # Student-t(3) noise instead of normal
+    slower: int = 1  # from half-way to the fault, one sample in ``slower`` is sent
+
+
+VARIANTS = {
+    "clean": Mess(),
+    "lost": Mess(lost=0.05),
+    "bursts": Mess(bursts=True),
+    "gap": Mess(gap=True),
+    "skew": Mess(skew=True),
+    "shuffled": Mess(shuffled=True),
+    "duplicates": Mess(duplicates=True),
+    "tails": Mess(tails=True),
+    "slower": Mess(slower=3),
+}
+
+
+@dataclass
+class Signal:
+    """Makes a case's streams: the clock of each cadence and the noise of the variant."""
+
+    rng: np.random.Generator
+    mess: Mess
+    end_s: float
+
+    def noise(self, n: int) -> np.ndarray:
+        return self.rng.standard_t(3, n) if self.mess.tails else self.rng.standard_normal(n)
+
+    def times(self, every_s: float) -> np.ndarray:
+        return T0 + np.arange(0.0, self.end_s, every_s) + self.rng.uniform(0, 0.05)
+
+
+def node_of(rank: int) -> str:
+    return f"node{rank // RANKS}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A rule's healthy and faulty telemetry; ``make(signal, faulty)`` gives the streams."""
+
+    rule: str
+    make: Callable[[Signal, bool], list[Stream]]
+    onset_s: float
+    within_s: float  # the bound on detection after the onset, clean
+    entity: dict[str, str] = field(default_factory=dict)
+    gap_source: str = "node1/agent"
+    per_sample: bool = False  # the delay is counted in samples: it grows with the interval
+
+
+# ---- training signals ---------------------------------------------------------------------
+
+
+def _loss_curve(step: np.ndarray) -> np.ndarray:
+    return 1.5 + 2.5 * np.exp(-step / 400.0) + 2.0 / np.sqrt(1.0 + step / 200.0)
+
+
+def _steps(sig: Signal, rank: int, name: str, value: np.ndarray, ts: np.ndarray) -> Stream:
+    labels = {"run": "r", "rank": str(rank), "node": node_of(rank)}
+    step = np.arange(ts.size, dtype=np.int64)
+    return Stream(name, labels, f"{node_of(rank)}/sdk{rank}", ts, value, step)
+
+
+def _step_clock(sig: Signal, step_s: np.ndarray) -> np.ndarray:
+    return T0 + np.cumsum(step_s)
+
+
+def _loss(shape: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., list[Stream]]:
+    def make(sig: Signal, faulty: bool) -> list[Stream]:
+        ts = sig.times(STEP_S)
+        step = np.arange(ts.size, dtype=np.float64)
+        base = _loss_curve(step)
+        loss = base * (1 + 0.01 * sig.noise(ts.size))
+        if faulty:
+            loss = shape(step, loss)
+        return [_steps(sig, 0, "train.loss", loss, ts)]
+
+    return make
+
+
+def _grad(shape: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., list[Stream]]:
+    def make(sig: Signal, faulty: bool) -> list[Stream]:
+        ts = sig.times(STEP_S)
+        step = np.arange(ts.size, dtype=np.float64)
+        grad = (1 + 2 * np.exp(-step / 300)) * np.exp(0.1 * sig.noise(ts.size))
+        if faulty:
+            grad = shape(step, grad)
+        return [_steps(sig, 0, "train.grad_norm", grad, ts)]
+
+    return make
+
+
+def _after(
+    at: float, then: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> Callable[..., np.ndarray]:
+    def shape(step: np.ndarray, value: np.ndarray) -> np.ndarray:
+        out = value.copy()
+        later = step >= at
+        out[later] = then(step[later] - at, value[later])
+        return out
+
+    return shape
+
+
+def _step_times(sig: Signal, faulty: bool) -> list[Stream]:
+    n = int(sig.end_s / 1.0) + 1
+    slow = 1.0 + 0.25 * (np.arange(n) >= 1200) * faulty
+    step_s = slow * (1 + 0.02 * sig.noise(n))
+    step_s[::500] *= 30  # evaluation pauses on every rank
+    ts = _step_clock(sig, step_s)
+    return [_steps(sig, 0, "train.step_time_s", step_s, ts)]
+
+
+def _ranks(
+    name: str, level: float, spread: float, slow: Callable[[int, np.ndarray], np.ndarray]
+) -> Callable[[Signal, bool], list[Stream]]:
+    """Every rank's per-step series; ``slow(rank, step)`` multiplies the faulty run's."""
+
+    def make(sig: Signal, faulty: bool) -> list[Stream]:
+        ts = sig.times(1.0)
+        step = np.arange(ts.size)
+        pause = np.where(step % 200 == 0, 30.0, 1.0)  # every rank waits out an evaluation
+        out = []
+        for rank in range(NODES * RANKS):
+            factor = slow(rank, step) if faulty else 1.0
+            value = level * pause * factor * (1 + spread * sig.noise(ts.size))
+            out.append(_steps(sig, rank, name, np.abs(value), ts))
+        return out
+
+    return make
+
+
+def _data_wait(sig: Signal, faulty: bool) -> list[Stream]:
+    ts = sig.times(1.0)
+    step = np.arange(ts.size)
+    out = []
+    for rank in range(RANKS, 2 * RANKS):  # the ranks of node1
+        compute = 0.5 * (1 + 0.02 * sig.noise(ts.size))
+        share = np.where(faulty & (step >= 400), 0.3, 0.05)
+        data = compute * share * (1 + 0.05 * sig.noise(ts.size))
+        out.append(_steps(sig, rank, "train.compute_time_s", compute, ts))
+        out.append(_steps(sig, rank, "train.data_time_s", np.abs(data), ts))
+    return out
+
+
+# ---- hardware signals ---------------------------------------------------------------------
+
+
+def _gpus(
+    name: str, healthy: Callable[[Signal, np.ndarray], np.ndarray], fault: float, noise: float
+) -> Callable[[Signal, bool], list[Stream]]:
+    """The GPUs of node1 every 5 s; GPU 1 of the faulty run at ``fault`` from the onset."""
+
+    def make(sig: Signal, faulty: bool) -> list[Stream]:
+        ts = sig.times(5.0)
+        shared = healthy(sig, ts - T0)
+        out = []
+        for gpu in range(GPUS):
+            value = shared + noise * sig.noise(ts.size)
+            if faulty and gpu == 1:
+                later = ts - T0 >= ONSET_HW
+                value[later] = fault + noise * sig.noise(int(later.sum()))
+            labels = {"run": "r", "node": "node1", "gpu": str(gpu)}
+            out.append(Stream(name, labels, "node1/agent", ts, value))
+        return out
+
+    return make
+
+
+ONSET_HW = 900.0  # when hardware faults begin: after the longest window (10 min) has filled
+ONSET_TREND = 1800.0  # and trends, after the half hour their slopes want
+
+
+def _peaks(
+    level: float, peak: float, every_s: float, lasting_s: float
+) -> Callable[..., np.ndarray]:
+    """A level with brief peaks, one just after the gap ends (where one sample is all there is)."""
+
+    def healthy(sig: Signal, t: np.ndarray) -> np.ndarray:
+        phase = (t - (ONSET_HW - 60.0)) % every_s
+        return np.where(phase < lasting_s, peak, level)
+
+    return healthy
+
+
+def _flat(level: float) -> Callable[..., np.ndarray]:
+    return lambda sig, t: np.full(t.shape, level)
+
+
+def _power(sig: Signal, t: np.ndarray) -> np.ndarray:
+    return np.where((t % 600) < 30, 100.0, 300.0)  # every GPU of the node idles in evaluation
+
+
+def _swinging_power(sig: Signal, faulty: bool) -> list[Stream]:
+    streams = _gpus("gpu.power_w", _power, 300.0, 4.0)(sig, False)
+    if faulty:
+        stream = streams[1]
+        t = stream.ts - T0
+        swing = np.where((t // 120) % 2 == 0, 1.3, 0.75)
+        stream.value = np.where(t >= ONSET_HW, stream.value * swing, stream.value)
+    return streams
+
+
+def _memory(sig: Signal, faulty: bool) -> list[Stream]:
+    healthy = _peaks(0.80, 0.95, 300.0, 15.0)
+    used = _gpus("gpu.mem_used_bytes", healthy, 0.91, 0.004)(sig, faulty)
+    out = []
+    for stream in used:
+        stream.value = stream.value * 80 * GB
+        total = replace(stream, name="gpu.mem_total_bytes", value=np.full(stream.ts.size, 80 * GB))
+        out += [stream, total]
+    return out
+
+
+def _host(
+    name: str,
+    healthy: Callable[[Signal, np.ndarray], np.ndarray],
+    fault: Callable[..., np.ndarray],
+    onset: float = ONSET_HW,
+) -> Callable[[Signal, bool], list[Stream]]:
+    """One host series of node1 every 5 s; ``fault(t since onset, healthy)`` after the onset."""
+
+    def make(sig: Signal, faulty: bool) -> list[Stream]:
+        ts = sig.times(5.0)
+        t = ts - T0
+        value = healthy(sig, t)
+        if faulty:
+            later = t >= onset
+            value[later] = fault(t[later] - onset, value[later])
+        return [Stream(name, {"run": "r", "node": "node1"}, "node1/agent", ts, value)]
+
+    return make
+
+
+def _mem_host(sig: Signal, t: np.ndarray) -> np.ndarray:
+    return 100 * GB * (1 + 0.005 * sig.noise(t.size))
+
+
+def _cpu(sig: Signal, t: np.ndarray) -> np.ndarray:
+    return np.clip(60 + 8 * sig.noise(t.size), 0, 100)
+
+
+def _disk(sig: Signal, t: np.ndarray) -> np.ndarray:
+    # checkpoints take 20 GB every 10 minutes, and the oldest is deleted as the next is written
+    return 400 * GB - 20 * GB * ((t % 600) < 300) + 0.01 * GB * sig.noise(t.size)
+
+
+def _checkpoints(sig: Signal, faulty: bool) -> list[Stream]:
+    ts = sig.times(300.0)
+    rate = np.where(faulty & (ts - T0 >= ONSET_HW), 150e6, 1e9)
+    size = 5 * GB * np.ones(ts.size)
+    write_s = size / rate * (1 + 0.05 * np.abs(sig.noise(ts.size)))
+    labels = {"run": "r", "node": "node1", "rank": "2"}
+    return [
+        Stream("ckpt.bytes", labels, "node1/sdk2", ts, size),
+        Stream("ckpt.write_s", labels, "node1/sdk2", ts, write_s),
+    ]
+
+
+def _nodes(sig: Signal, faulty: bool) -> list[Stream]:
+    out = []
+    for node in range(NODES):
+        ts = sig.times(5.0)
+        if faulty and node == 1:
+            ts = ts[ts - T0 < ONSET_HW]
+        labels = {"run": "r", "node": f"node{node}"}
+        cpu = 50 + 5 * sig.noise(ts.size)
+        out.append(Stream("stepwatch.heartbeat_s", labels, f"node{node}/sdk", ts, ts - T0))
+        out.append(Stream("host.cpu_pct", labels, f"node{node}/agent", ts, cpu))
+        out.append(Stream("gpu.util_pct", {**labels, "gpu": "0"}, f"node{node}/agent", ts, cpu))
+    return out
+
+
+def _ratio(rank: int, at: float, times: float) -> Callable[[int, np.ndarray], np.ndarray]:
+    return lambda r, step: np.where((r == rank) & (step >= at), times, 1.0)
+
+
+def _node_ratio(node: int, at: float, times: float) -> Callable[[int, np.ndarray], np.ndarray]:
+    return lambda r, step: np.where((r // RANKS == node) & (step >= at), times, 1.0)
+
+
+RUN = {"run": "r"}
+GPU1 = {"run": "r", "node": "node1", "gpu": "1"}
+NODE1 = {"run": "r", "node": "node1"}
+SDK0 = "node0/sdk0"
+
+
+def _curve(rule: str, make: Callable[[Signal, bool], list[Stream]], at: int, within: int) -> Case:
+    """A training-curve case: the fault from step ``at``, found within ``within`` steps."""
+    return Case(rule, make, at * STEP_S, within * STEP_S, RUN, SDK0, True)
+
+
+def _flat_from(at: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The loss stops falling at step ``at``: the same noise about the level it had reached."""
+    return _after(at, lambda s, v: v / _loss_curve(s + at) * _loss_curve(np.full(s.shape, at)))
+
+
+CASES = [
+    _curve("nonfinite_loss", _loss(_after(600, lambda s, v: np.full(v.shape, np.nan))), 600, 5),
+    _curve(
+        "nonfinite_grad_norm", _grad(_after(600, lambda s, v: np.full(v.shape, np.inf))), 600, 5
+    ),
+    _curve(
+        "loss_spike", _loss(_after(900, lambda s, v: v * (1 + 0.15 * np.exp(-s / 20)))), 900, 20
+    ),
+    _curve("loss_divergence", _loss(_after(1500, lambda s, v: v * (1 + 0.001 * s))), 1500, 400),
+    _curve("loss_plateau", _loss(_flat_from(4000)), 4000, 1500),
+    _curve("grad_explosion", _grad(_after(900, lambda s, v: np.where(s < 10, v * 30, v))), 900, 3),
+    _curve("grad_vanishing", _grad(_after(900, lambda s, v: 1e-9 * v)), 900, 30),
+    Case("step_time_regression", _step_times, 1200, 800, RUN, SDK0),
+    Case(
+        "straggler",
+        _ranks("train.compute_time_s", 0.5, 0.02, _ratio(3, 400, 1.25)),
+        400,
+        30,
+        {"run": "r", "rank": "3"},
+        "node1/sdk3",
+        True,
+    ),
+    Case("dataloader_bottleneck", _data_wait, 400, 150, NODE1, "node1/sdk3"),
+    Case(
+        "sync_latency",
+        _ranks("train.comm_time_s", 0.2, 0.05, _node_ratio(1, 400, 1.6)),
+        400,
+        300,
+        NODE1,
+        "node1/sdk3",
+    ),
+    Case("node_down", _nodes, ONSET_HW, 90, NODE1),
+    Case(
+        "gpu_underutilized",
+        _gpus("gpu.util_pct", _peaks(92.0, 10.0, 600.0, 30.0), 50.0, 3.0),
+        ONSET_HW,
+        660,
+        GPU1,
+    ),
+    Case(
+        "gpu_thermal",
+        _gpus("gpu.temp_c", _peaks(72.0, 84.0, 300.0, 20.0), 81.0, 0.5),
+        ONSET_HW,
+        330,
+        GPU1,
+    ),
+    Case(
+        "gpu_thermal_throttle",
+        _gpus("gpu.throttle_reasons", _flat(4.0), 0x40, 0.0),
+        ONSET_HW,
+        45,
+        GPU1,
+    ),
+    Case("gpu_power_anomaly", _swinging_power, ONSET_HW, 200, GPU1),
+    Case("gpu_memory_pressure", _memory, ONSET_HW, 90, GPU1),
+    Case("gpu_xid", _gpus("gpu.xid_errors", _flat(0.0), 1.0, 0.0), ONSET_HW, 10, GPU1),
+    Case("gpu_ecc", _gpus("gpu.ecc_errors", _flat(0.0), 2.0, 0.0), ONSET_HW, 10, GPU1),
+    Case(
+        "host_memory_leak",
+        _host(
+            "host.mem_used_bytes", _mem_host, lambda t, v: v * (1 + 0.08 * t / 3600), ONSET_TREND
+        ),
+        ONSET_TREND,
+        3600,
+        NODE1,
+    ),
+    Case(
+        "cpu_saturation",
+        _host("host.cpu_core_max_pct", _cpu, lambda t, v: np.full(v.shape, 100.0)),
+        ONSET_HW,
+        330,
+        NODE1,
+    ),
+    Case(
+        "disk_full",
+        _host("host.disk_free_bytes", _disk, lambda t, v: np.full(v.shape, 8 * GB)),
+        ONSET_HW,
+        75,
+        NODE1,
+    ),
+    Case(
+        "disk_filling",
+        _host("host.disk_free_bytes", _disk, lambda t, v: v - 300 * GB * t / 3600, ONSET_TREND),
+        ONSET_TREND,
+        2400,
+        NODE1,
+    ),
+    Case("checkpoint_slow", _checkpoints, ONSET_HW, 310, NODE1, "node1/sdk2", True),
+]
+BY_RULE = {case.rule: case for case in CASES}
+
+
+# ---- imperfections ------------------------------------------------------------------------
+
+
+def _bound(case: Case, mess: Mess) -> float:
+    """How long after the onset the alert may come under ``mess``."""
+    bound = case.within_s + DRAIN_S
+    if mess.bursts:
+        bound += 30.0
+    if mess.shuffled:  # a batch that arrives after the next one: judged at that one's time,
+        bound += 2 * AGENT_S  # or lost to the rules comparing members, which decided without it
+    if mess.slower > 1:
+        bound = bound * mess.slower if case.per_sample else bound + 60.0
+    return bound
+
+
+def _spoiled(
+    case: Case, streams: list[Stream], mess: Mess, rng: np.random.Generator
+) -> list[Stream]:
+    """The streams as the collector receives them (still one source's samples in order)."""
+    skew = {f"node{n}": rng.uniform(-1.0, 1.0) if mess.skew else 0.0 for n in range(NODES)}
+    out = []
+    for s in streams:
+        t = s.ts - T0
+        keep = np.ones(t.size, bool)
+        if mess.lost:
+            keep &= rng.random(t.size) >= mess.lost
+        if mess.bursts:
+            for start in rng.uniform(0, t[-1], max(1, int(t[-1] / 360))):
+                keep &= ~((t >= start) & (t < start + rng.uniform(5, 30)))
+        if mess.gap and s.source == case.gap_source:
+            end = case.onset_s - 60.0
+            keep &= ~((t >= end - GAP_S) & (t < end))
+        if mess.slower > 1:
+            later = t >= case.onset_s / 2
+            index = np.cumsum(later)
+            keep &= ~later | (index % mess.slower == 0)
+        step = None if s.step is None else s.step[keep]
+        ts = s.ts[keep] + skew[s.labels.get("node", "node0")]
+        out.append(replace(s, ts=ts, value=s.value[keep], step=step))
+    return out
+
+
+def _span(source: str) -> float:
+    """Data time one batch of ``source`` holds: an SDK flushes every second, the agent sends
+    each read (every 5 s)."""
+    return AGENT_S if source.endswith("agent") else SDK_S
+
+
+def _batches(streams: list[Stream], mess: Mess, rng: np.random.Generator) -> list[SampleBatch]:
+    """Each source's samples cut into its batches, merged as the collector drains them."""
+    by_source: dict[str, list[Stream]] = {}
+    for s in streams:
+        by_source.setdefault(s.source, []).append(s)
+    sent: list[tuple[float, int, SampleBatch]] = []
+    for source, group in by_source.items():
+        for arrives, batch in _sent(source, group, mess, rng):
+            sent.append((arrives, len(sent), batch))
+    sent.sort(key=lambda item: (item[0], item[1]))
+    drained: dict[int, list[SampleBatch]] = {}
+    for arrives, _, batch in sent:
+        drained.setdefault(int((arrives - T0) // DRAIN_S), []).append(batch)
+    return [merge(batches) for _, batches in sorted(drained.items())]
+
+
+def _sent(
+    source: str, group: list[Stream], mess: Mess, rng: np.random.Generator
+) -> list[tuple[float, SampleBatch]]:
+    """One source's batches and when each arrives."""
+    keys = [SeriesKey.of(s.name, s.labels) for s in group]
+    series = np.concatenate([np.full(s.ts.size, i, np.uint32) for i, s in enumerate(group)])
+    ts = np.concatenate([s.ts for s in group])
+    step = np.concatenate(
+        [s.step if s.step is not None else np.full(s.ts.size, NO_STEP) for s in group]
+    )
+    value = np.concatenate([s.value for s in group])
+    order = np.argsort(ts, kind="stable")
+    series, ts, step, value = series[order], ts[order], step[order], value[order]
+    span = _span(source)
+    cut = np.floor((ts - T0) / span).astype(np.int64)
+    bounds = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True]).tolist()
+    out, before = [], np.zeros(0, np.int64)
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        rows = np.arange(a, b)
+        if mess.duplicates:  # a sample sent twice, and the last of a batch again with the next
+            rows = np.sort(np.r_[rows, rows[rng.random(rows.size) < 0.025]], kind="stable")
+            if before.size and rng.random() < 0.05:
+                rows = np.r_[before[-1:], rows]
+        before = rows
+        arrives = float(ts[b - 1]) + (1.5 * span if mess.shuffled and rng.random() < 1 / 3 else 0)
+        batch = SampleBatch(source, i, keys, series[rows], ts[rows], step[rows], value[rows])
+        out.append((arrives, batch))
+    return out
+
+
+def _detect(batches: list[SampleBatch], kind: str) -> list[Alert]:
+    """The live collector's path for the built-in rules of ``kind``: per-series rules in
+    arrival order through the series order, member-comparing rules through the reorder
+    buffer."""
+    per_series, across = _split(RuleSet(tuple(r for r in RULES.rules if r.kind == kind)), DETECTORS)
+    now, ordered = Engine(per_series), Engine(across)
+    names = {n for r in across.rules for n in (*r.signal.metrics, r.signal.divide_by) if n}
+    order, reorder = SeriesOrder(), Reorder(2.0, float("inf"), lambda: 0.0)
+    alerts: list[Alert] = []
+    for batch in batches:
+        alerts += now.process(order(batch))
+        reorder.add(batch, lambda key: key.name in names)
+        for released in reorder.release():
+            alerts += ordered.process(released)
+    for released in reorder.release(force=True):
+        alerts += ordered.process(released)
+    return [a for a in alerts if a.state == "firing"]
+
+
+def _run(case: Case, mess: Mess, faulty: bool, seed: int) -> tuple[list[Alert], float]:
+    rng = np.random.default_rng(seed)
+    bound = _bound(case, mess)
+    sig = Signal(rng, mess, case.onset_s + bound + 120.0)
+    streams = _spoiled(case, case.make(sig, faulty), mess, rng)
+    return _detect(_batches(streams, mess, rng), _kind(case.rule)), bound
+
+
+def _kind(rule: str) -> str:
+    return next(r.kind for r in RULES.rules if r.alert == rule)
+
+
+def _said(alerts: list[Alert]) -> str:
+    return "; ".join(f"{a.rule.alert} {a.labels} at {a.ts - T0:.0f}s" for a in alerts)
+
+
+# ---- the tests ----------------------------------------------------------------------------
+
+
+def test_every_metric_rule_of_the_builtin_pack_has_a_case() -> None:
+    metric_rules = {r.alert for r in RULES.rules if r.signal.metrics}
+    assert metric_rules == set(BY_RULE)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("rule", list(BY_RULE))
+def test_healthy_telemetry_raises_no_alert_of_the_kind(rule: str, variant: str) -> None:
+    case = BY_RULE[rule]
+    alerts, _ = _run(case, VARIANTS[variant], False, 7)
+    assert not alerts, _said(alerts)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("rule", list(BY_RULE))
+def test_a_fault_near_the_threshold_is_found_in_time(rule: str, variant: str) -> None:
+    case = BY_RULE[rule]
+    alerts, bound = _run(case, VARIANTS[variant], True, 11)
+    mine = [a for a in alerts if a.rule.alert == rule and a.labels.items() >= case.entity.items()]
+    assert mine, f"no {rule} within {bound:.0f}s: {_said(alerts)}"
+    delay = mine[0].ts - T0 - case.onset_s
+    assert -2.0 <= delay <= bound, f"{rule} {delay:.0f}s after the onset: {_said(alerts)}"
