@@ -598,3 +598,16 @@ def test_a_fault_near_the_threshold_is_found_in_time(rule: str, variant: str) ->
     assert mine, f"no {rule} within {bound:.0f}s: {_said(alerts)}"
     delay = mine[0].ts - T0 - case.onset_s
     assert -2.0 <= delay <= bound, f"{rule} {delay:.0f}s after the onset: {_said(alerts)}"
+
+
+def test_a_sample_sent_twice_counts_once_toward_for_n_samples() -> None:
+    def sent_twice(vanishing_s: float) -> list[SampleBatch]:
+        t = np.arange(300.0)
+        grad = np.where((t >= 100) & (t < 100 + vanishing_s), 1e-9, 1.0)
+        stream = Stream("train.grad_norm", {"run": "r", "rank": "0"}, "sdk", T0 + t, grad, t)
+        stream.step = np.arange(t.size, dtype=np.int64)
+        batches = _sent("sdk", [stream], Mess(), np.random.default_rng(0))
+        return [merge([batch, batch]) for _, batch in batches]  # each arrives again, new seq
+
+    assert _detect(sent_twice(12), "grad_vanishing") == []  # 12 steps, 24 samples: not 20
+    assert [a.ts - T0 for a in _detect(sent_twice(25), "grad_vanishing")] == [119.0]

@@ -31,8 +31,9 @@ from ..model import SampleBatch, SeriesKey
 __all__ = ["Reorder", "ReorderBuffer", "SeriesOrder", "merge"]
 
 _NO_RUN = ""
-#: How far back in data time a sample is still recognised as a copy of one already taken.
-COPY_HORIZON_S = 60.0
+#: How far back in data time a sample is still recognised as a copy of one already taken: a
+#: re-sent batch follows its first send within seconds, and a longer memory costs memory.
+COPY_HORIZON_S = 10.0
 
 
 def merge(batches: Sequence[SampleBatch]) -> SampleBatch:
