@@ -416,6 +416,19 @@ def test_share_holds_through_brief_dips_but_not_through_a_mostly_cool_window() -
     assert not Share(80.0, ">=", window_s=300.0).update(ts, mostly_cool).anomalous.any()
 
 
+def test_after_a_gap_share_waits_until_its_samples_span_share_of_the_window() -> None:
+    ts = np.r_[5.0 * np.arange(100), 1000.0 + 5.0 * np.arange(60)]  # silent from 500 s to 1000 s
+    temp = np.r_[np.full(100, 60.0), np.full(60, 86.0)]
+    verdict = Share(80.0, ">=", window_s=300.0).update(ts, temp)
+    after = np.flatnonzero(ts >= 1000.0)
+    assert not verdict.anomalous[after[:30]].any()  # hot, but over less than half the window
+    assert verdict.anomalous[after[30:]].all()
+    hot = Share(80.0, ">=", window_s=300.0)
+    hot.update(ts, np.full(ts.size, 86.0))
+    cool_after_gap = hot.update(np.array([1800.0, 1805.0]), np.array([60.0, 60.0]))
+    assert cool_after_gap.anomalous.all()  # a gap does not resolve it either: its decision stands
+
+
 def test_a_spike_is_not_a_plateau() -> None:
     steps = np.arange(6000.0)
     loss = (2.0 + 8.0 * (steps + 10) ** -0.4) * (

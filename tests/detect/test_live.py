@@ -166,6 +166,30 @@ def test_series_order_raises_a_sample_that_goes_back_in_its_series() -> None:
     assert other.ts.tolist() == [5.0]
 
 
+def test_series_order_drops_exact_copies_of_samples_already_taken() -> None:
+    order = SeriesOrder()
+    first = order(_batch("m", {"node": "a"}, [10.0, 10.0, 11.0, 11.0], [1, 1, 2, 5]))
+    assert list(zip(first.ts.tolist(), first.value.tolist(), strict=True)) == [
+        (10.0, 1.0),
+        (11.0, 2.0),
+        (11.0, 5.0),  # the same time, another value: a sample of its own
+    ]
+    again = order(_batch("m", {"node": "a"}, [11.0, 10.0, 12.0, 12.0], [2, 1, 3, 3]))
+    assert list(zip(again.ts.tolist(), again.value.tolist(), strict=True)) == [(12.0, 3.0)]
+    assert (order.copies, order.late) == (4, 0)
+    nan = order(_batch("m", {"node": "a"}, [13.0, 13.0], [math.nan, math.nan]))
+    assert nan.ts.tolist() == [13.0] and order.copies == 5
+
+
+def test_a_copy_from_beyond_the_horizon_counts_as_a_late_sample() -> None:
+    order = SeriesOrder(horizon_s=60.0)
+    order(_batch("m", {"node": "a"}, [0.0], [1]))
+    order(_batch("m", {"node": "b"}, [100.0], [1]))  # data time moves on, past the horizon
+    order(_batch("m", {"node": "a"}, [101.0], [2]))
+    late = order(_batch("m", {"node": "a"}, [0.0], [1]))
+    assert late.ts.tolist() == [101.0] and (order.copies, order.late) == (0, 1)
+
+
 def test_merged_batches_keep_each_series_in_arrival_order() -> None:
     first = _batch("m", {"node": "a"}, [1.0, 2.0], [1, 2])
     first.events.append(Event(1.5, "log", "x"))
@@ -205,9 +229,9 @@ def test_members_arriving_out_of_order_reach_the_absence_rule_in_time_order(
 ) -> None:
     live = _live(started, RuleFiles(base=parse_rules(ABSENCE, "a.yaml", DETECTORS)), recorder)
 
-    def cpu(node: str, start: float, stop: float) -> SampleBatch:
+    def cpu(node: str, start: float, stop: float, pct: float = 50.0) -> SampleBatch:
         ts = list(np.arange(start, stop, 1.0))
-        return _batch("host.cpu_pct", {"run": "r", "node": node}, ts, [50.0] * len(ts))
+        return _batch("host.cpu_pct", {"run": "r", "node": node}, ts, [pct] * len(ts))
 
     for t in range(30):  # n1's samples arrive a second behind n0's: within the lateness window
         live.feed([cpu("n0", t, t + 1)])
@@ -219,7 +243,7 @@ def test_members_arriving_out_of_order_reach_the_absence_rule_in_time_order(
     (down,) = recorder.alerts("node_down")
     assert down.labels == {"run": "r", "node": "n1"} and down.state == "firing"
     assert (down.since, down.ts) == (28.0, 39.0)
-    live.feed([cpu("n1", 20, 25)])  # a resend far behind: not dropped, it counts at the frontier
+    live.feed([cpu("n1", 20, 25, 40.0)])  # late samples far behind: they count at the frontier
     live.flush()
     assert live.stats.late == 5
     assert [a.state for a in recorder.alerts("node_down")] == ["firing", "resolved"]

@@ -128,6 +128,41 @@ def test_missing_members_and_steps() -> None:
     np.testing.assert_array_equal(decided, np.arange(STEPS - 1))
 
 
+def test_members_whose_clocks_differ_by_two_seconds_are_all_judged() -> None:
+    values = _compute()
+    ts = np.arange(STEPS, dtype=np.float64)[:, None] + np.where(np.arange(RANKS) < 4, -1.0, 1.0)
+    ts, step, member, value = (
+        np.broadcast_to(ts, values.shape).ravel(),
+        np.repeat(np.arange(STEPS), RANKS),
+        np.tile(np.arange(RANKS), STEPS),
+        values.ravel(),
+    )
+    order = np.argsort(ts, kind="stable")  # half the ranks' step k after the others' step k+1
+    detector = PeerComparison(min_steps=10)
+    verdict = detector.update(ts[order], step[order], member[order], value[order])
+    assert detector.late_samples == 4  # step 0 of the ranks behind: decided before they began
+    judged = verdict.step >= 1
+    assert np.isfinite(verdict.ratio[judged]).all() and judged.sum() == (STEPS - 2) * RANKS
+    assert _flagged(verdict)[0] == (109, 3)
+
+
+def test_a_flagged_member_stays_flagged_through_one_quick_step() -> None:
+    values = _compute()
+    values[150, 3] = values[150, 2]  # the straggler has one step at its peers' pace
+    verdict = PeerComparison(min_steps=10).update(*_flat(values))
+    straggler = (verdict.member == 3) & (verdict.step >= 109)
+    assert verdict.anomalous[straggler].all()
+    assert verdict.streak[(verdict.member == 3) & (verdict.step == 150)].tolist() == [0]
+
+
+def test_one_quick_step_in_ten_does_not_restart_the_count() -> None:
+    values = _compute()
+    values[104, 3] = values[104, 2]  # one step of the straggler at its peers' pace
+    assert _flagged(PeerComparison(min_steps=10).update(*_flat(values)))[0] == (110, 3)
+    values[106, 3] = values[106, 2]  # two in eleven: flagged once one is left of its last 11
+    assert _flagged(PeerComparison(min_steps=10).update(*_flat(values)))[0] == (115, 3)
+
+
 def test_non_finite_values_are_reported_but_not_judged() -> None:
     values = _compute()
     values[105, 3], values[106, 0] = np.nan, np.inf

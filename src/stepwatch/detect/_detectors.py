@@ -229,10 +229,14 @@ class Share(Detector):
     With ``share`` 0.5 this is the window's median beyond the level (PromQL's
     ``quantile_over_time(0.5, …)``): a GPU hot for five minutes but cooler for the moments
     of an evaluation pause is still hot. Score is the share; nothing is anomalous before a
-    whole window of data has been seen. State: the samples of one window.
+    whole window of data has been seen. A window whose samples span less than ``share`` of it
+    (after a gap in the data) cannot show that the condition held for ``share`` of it, nor
+    that it did not: such a sample keeps the previous decision, so a gap neither fires the
+    rule (one sample after a gap is not "100 % of the window") nor resolves it. State: the
+    samples of one window and the last decision.
     """
 
-    _state_keys = ("ring_ts", "ring_hit", "t_first")
+    _state_keys = ("ring_ts", "ring_hit", "t_first", "decided")
 
     def __init__(self, level: float, op: str = ">", window_s: float = 300.0, share: float = 0.5):
         super().__init__()
@@ -243,6 +247,7 @@ class Share(Detector):
         self.ring_ts = np.empty(0)
         self.ring_hit = np.empty(0)
         self.t_first = math.nan
+        self.decided = False
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
         if not ts.size:
@@ -258,7 +263,11 @@ class Share(Detector):
         keep = all_ts > ts[-1] - self.window_s
         self.ring_ts, self.ring_hit = all_ts[keep], hits[keep]
         full = ts - self.t_first >= self.window_s
-        return BaselineVerdict(share, full & (share >= self.share), np.full(ts.shape, self.level))
+        covered = ts - all_ts[starts] >= self.share * self.window_s
+        decision = np.where(covered, full & (share >= self.share), np.nan)
+        anomalous = _carried(decision, self.decided)
+        self.decided = bool(anomalous[-1])
+        return BaselineVerdict(share, anomalous, np.full(ts.shape, self.level))
 
     def warming_up(self) -> Warmup | None:
         seen = 0.0 if math.isnan(self.t_first) else self._last_ts - self.t_first
@@ -271,7 +280,15 @@ class Share(Detector):
         self.ring_ts = np.array(state["ring_ts"], dtype=np.float64)
         self.ring_hit = np.array(state["ring_hit"], dtype=np.float64)
         self.t_first = float(state["t_first"])
+        self.decided = bool(state["decided"])
         self._last_ts = float(state["last_ts"])
+
+
+def _carried(decision: Floats, before: bool) -> Bools:
+    """Each NaN of ``decision`` (1.0 or 0.0 elsewhere) replaced by the decision before it."""
+    index = np.arange(decision.size)
+    last = np.maximum.accumulate(np.where(np.isnan(decision), -1, index))
+    return np.where(last >= 0, decision[np.maximum(last, 0)], float(before)) > 0.5
 
 
 class IqrFence(Detector):

@@ -7,16 +7,24 @@ The default ``ratio`` of 1.25 (a relative speed below 0.8) sits far above the fe
 per-step jitter between healthy ranks, and it is the smallest slow-down worth a person's time:
 synchronous training runs every rank at the straggler's pace, so 25 % on one rank is 25 % on
 the whole job. Like Minder's continuity check, a member is flagged only after ``min_steps``
-consecutive decided steps above the ratio, so one slow step is never a straggler. When every
-member slows together (an evaluation pause, a checkpoint) the peers' median rises with them and
-the ratio stays near 1: such pauses cannot alert by construction.
+decided steps above the ratio in a row, so one slow step is never a straggler; one step in ten
+may dip below it (``min_steps`` of the last ``min_steps`` and a tenth more), so heavy-tailed
+noise about a real slow-down does not keep resetting the count. Once flagged, a member stays
+flagged while most (more than half) of its last ``min_steps`` judged steps are above, so one
+noisy step of a member near the ratio does not end its finding (and restart a rule's ``for``).
+A step a member did not report, or that could not be judged (too few members, a non-finite
+value), neither counts nor breaks either run. When every member slows together (an evaluation
+pause, a checkpoint) the peers' median rises with them and the ratio stays near 1: such pauses
+cannot alert by construction.
 
 When steps complete: samples of one metric arrive in data-time order, a step's samples from all
 members close together. A step is decided at the first sample of a later step if every member
 seen so far reported it, or else once a majority of the members seen so far have reported a
-later step (a member that died or lags does not hold its peers' verdicts back). Should most
-members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is decided with whoever
-reported it (too few to judge, as a rule: a lost node is ``Absence``'s finding, not a peer's).
+later step and data time is ``SKEW_S`` past the step's last sample (a member that died or lags
+does not hold its peers' verdicts back, and one whose clock is a second behind is not left
+out). Should most members fall silent, at most ``MAX_PENDING`` steps wait before the oldest is
+decided with whoever reported it (too few to judge, as a rule: a lost node is ``Absence``'s
+finding, not a peer's).
 Steps are decided in order; a sample of a step already decided is late and only counted.
 Undecided steps are kept between batches, so the output does not depend on how the stream is cut
 into batches. Samples without a step (``step == -1``) are grouped into ``bucket_s`` buckets of
@@ -54,6 +62,8 @@ from stepwatch.detect._base import (
 Ints = NDArray[np.int64]
 MAX_MEMBERS = 1 << 16  # member indexes are small ints (ranks or nodes), not ids
 MAX_PENDING = 64  # steps that may wait for their members before the oldest is decided as it is
+#: Clock skew between members: ±1 s between two nodes puts their samples of a step 2 s apart.
+SKEW_S = 2.0
 _SUM, _FINITE, _SEEN, _TS = range(4)  # the rows of one pending step's per-member table
 
 
@@ -76,7 +86,7 @@ class PeerComparison:
 
     Args:
         ratio: how far from the peers' median counts (in ``direction``), > 1.
-        min_steps: consecutive decided steps above ``ratio`` before a member is anomalous.
+        min_steps: decided steps above ``ratio`` (one in ten may dip) before a member is anomalous.
         min_members: members that must report a step (self included) for it to be judged.
         bucket_s: bucket width in seconds for samples that carry no step.
         direction: ``up`` (slower, more time), ``down`` (less throughput) or ``both``.
@@ -103,6 +113,9 @@ class PeerComparison:
         self._known = np.zeros(0, dtype=bool)
         self._latest = np.zeros(0)
         self._streak = np.zeros(0, dtype=np.int64)
+        self._span = self.min_steps + self.min_steps // 10  # min_steps slow ones, a tenth may dip
+        self._recent = np.zeros((self._span, 0))  # the last judged steps: 1 above, 0 not
+        self._flagged = np.zeros(0, dtype=bool)
         self._decided = -math.inf
         self._pending: dict[int, Floats] = {}
         self._late = 0
@@ -207,6 +220,8 @@ class PeerComparison:
         self._known = np.concatenate([self._known, np.zeros(extra, dtype=bool)])
         self._latest = np.concatenate([self._latest, np.full(extra, -np.inf)])
         self._streak = np.concatenate([self._streak, np.zeros(extra, dtype=np.int64)])
+        self._recent = np.hstack([self._recent, np.zeros((self._span, extra))])
+        self._flagged = np.concatenate([self._flagged, np.zeros(extra, dtype=bool)])
         for key, table in self._pending.items():
             pad = np.zeros((4, extra))
             pad[_TS] = np.nan
@@ -218,6 +233,7 @@ class PeerComparison:
         """Add one run of samples of one step; return the earlier steps it lets us decide."""
         if key <= self._decided:
             self._late += ts.size
+            self._known[member] = True  # a member whose first samples came late is one all the same
             return []
         earlier = sorted(k for k in self._pending if k < key)
         first_is_new = not self._known[member[0]]
@@ -237,14 +253,18 @@ class PeerComparison:
         np.fmax.at(table[_TS], member, ts)
         self._known[member] = True
         self._latest[member] = np.maximum(self._latest[member], key)
-        return self._decide(earlier, everyone)
+        return self._decide(earlier, everyone, float(ts[-1]))
 
-    def _decide(self, earlier: list[int], everyone: list[bool]) -> list[tuple[int, Floats]]:
-        """Decide waiting steps in order: all members in, a majority moved on, or too many wait."""
+    def _decide(
+        self, earlier: list[int], everyone: list[bool], now: float
+    ) -> list[tuple[int, Floats]]:
+        """Decide waiting steps in order: all members in, a majority moved on (and data time
+        is ``SKEW_S`` past the step's last sample), or too many wait."""
         latest = self._latest[self._known]
         count = 0
         for k, all_in in zip(earlier, everyone, strict=True):
-            if not (all_in or 2 * np.count_nonzero(latest > k) > latest.size):
+            moved_on = 2 * np.count_nonzero(latest > k) > latest.size
+            if not (all_in or (moved_on and now - np.nanmax(self._pending[k][_TS]) > SKEW_S)):
                 break
             count += 1
         count = max(count, len(self._pending) - MAX_PENDING)
@@ -264,15 +284,21 @@ class PeerComparison:
             ratio = np.where(enough & (median > 0) & (vals > 0), vals / median, np.nan)
             score = np.exp(directed(np.log(ratio), self.direction))
         above = score >= self.ratio
-        streak = _streaks(above, np.isfinite(score) & ~above, self._streak)
+        judged = np.isfinite(score)
+        streak = _streaks(above, judged & ~above, self._streak)
+        (enter, stay), self._recent = _recent_above(
+            above, judged, self._recent, (self._span, self.min_steps)
+        )
+        entered = above & (enter >= self.min_steps)
+        flagged = _flagged(entered, 2 * stay > self.min_steps, self._flagged)
         if decided:
-            self._streak = streak[-1].copy()
+            self._streak, self._flagged = streak[-1].copy(), flagged[-1].copy()
         keys = np.array([k for k, _ in decided], dtype=np.int64)
         rows = tables[:, _SEEN] > 0
         step = np.broadcast_to(keys[:, None] if self._mode == "step" else -1, rows.shape)
         return PeerVerdict(
             score=score[rows],
-            anomalous=(above & (streak >= self.min_steps))[rows],
+            anomalous=flagged[rows],
             ts=tables[:, _TS][rows],
             step=step[rows].astype(np.int64),
             member=np.broadcast_to(np.arange(size, dtype=np.int64), rows.shape)[rows],
@@ -291,6 +317,8 @@ class PeerComparison:
             "known": self._known.tolist(),
             "latest": self._latest.tolist(),
             "streak": self._streak.tolist(),
+            "recent": self._recent.tolist(),
+            "flagged": self._flagged.tolist(),
             "decided": self._decided,
             "pending_keys": keys,
             "pending": [self._pending[k].tolist() for k in keys],
@@ -310,6 +338,9 @@ class PeerComparison:
         self._known = known
         self._latest = np.array(state["latest"], dtype=np.float64).reshape(known.size)
         self._streak = np.array(state["streak"], dtype=np.int64).reshape(known.size)
+        recent = np.array(state["recent"], dtype=np.float64)
+        self._recent = recent.reshape(self._span, known.size)
+        self._flagged = np.array(state["flagged"], dtype=bool).reshape(known.size)
         self._decided = float(state["decided"])
         self._pending = dict(zip((int(k) for k in state["pending_keys"]), pending, strict=True))
         self._late = int(state["late"])
@@ -337,3 +368,33 @@ def _streaks(above: Bools, below: Bools, start: NDArray[np.int64]) -> NDArray[np
     count = np.cumsum(above, axis=0)
     reset = np.maximum.accumulate(np.where(below, count, -1), axis=0)
     return np.where(reset >= 0, count - reset, start + count).astype(np.int64)
+
+
+def _recent_above(
+    above: Bools, judged: Bools, ring: Floats, sizes: tuple[int, ...]
+) -> tuple[list[Floats], Floats]:
+    """Per step and member, how many of the member's last ``n`` judged steps (up to that
+    step) were above, for each ``n`` of ``sizes`` (at most the ring's length); and the new
+    ring. An unjudged step carries the counts before it."""
+    size, steps = ring.shape[0], above.shape[0]
+    order = np.argsort(~judged, axis=0, kind="stable")  # each member's judged steps first
+    history = np.vstack([ring, np.take_along_axis(above & judged, order, axis=0)])
+    total = np.vstack([np.zeros((1, ring.shape[1])), np.cumsum(history, axis=0)])
+    seen = np.cumsum(judged, axis=0)
+    at = np.maximum(seen - 1, 0)
+    counts = []
+    for n in sizes:
+        window = total[size + 1 : size + 1 + steps] - total[size + 1 - n : size + 1 - n + steps]
+        picked = np.take_along_axis(window, at, axis=0) if steps else window
+        counts.append(np.where(seen > 0, picked, ring[size - n :].sum(axis=0)))
+    last = seen[-1] if steps else np.zeros(ring.shape[1], dtype=np.int64)
+    return counts, np.take_along_axis(history, last + np.arange(size)[:, None], axis=0)
+
+
+def _flagged(enter: Bools, stay: Bools, before: Bools) -> Bools:
+    """Flagged from a step that ``enter``s until the first step that does not ``stay``
+    (``before``: flagged at the end of the previous batch)."""
+    index = np.arange(enter.shape[0])[:, None]
+    broken = np.maximum.accumulate(np.where(~stay, index, -1), axis=0)
+    entered = np.maximum.accumulate(np.where(enter, index, -1), axis=0)
+    return stay & ((entered > broken) | ((broken < 0) & before))

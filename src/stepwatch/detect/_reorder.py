@@ -7,6 +7,10 @@ Two guarantees, both column-wise:
   series comes from one sender, so this only ever bites on a sender that
   re-sends old data; such a sample is not dropped: its time is raised to the
   latest time already processed for its series, so its value still counts.
+  An exact copy of a sample already taken (same series, time and value, sent
+  twice in a batch or again with a later one, up to ``COPY_HORIZON_S`` of data
+  time back) is dropped: it must not count twice toward ``for: N samples`` or a
+  window. A sample of the same time with another value is new, and kept.
 - ``Reorder``: the rules that compare members (peers, absence) need every
   member's samples in one time order. Samples are held per run for a lateness
   window of data time and released sorted; a sample older than what its run
@@ -27,6 +31,9 @@ from ..model import SampleBatch, SeriesKey
 __all__ = ["Reorder", "ReorderBuffer", "SeriesOrder", "merge"]
 
 _NO_RUN = ""
+#: How far back in data time a sample is still recognised as a copy of one already taken: a
+#: re-sent batch follows its first send within seconds, and a longer memory costs memory.
+COPY_HORIZON_S = 10.0
 
 
 def merge(batches: Sequence[SampleBatch]) -> SampleBatch:
@@ -51,11 +58,16 @@ def merge(batches: Sequence[SampleBatch]) -> SampleBatch:
 
 
 class SeriesOrder:
-    """Raises a sample's time to its series' latest processed time when it would go back."""
+    """Raises a sample's time to its series' latest processed time when it would go back, and
+    drops exact copies of samples already taken."""
 
-    def __init__(self) -> None:
+    def __init__(self, horizon_s: float = COPY_HORIZON_S) -> None:
+        self.horizon_s = horizon_s
         self._last: dict[SeriesKey, float] = {}
+        self._ids: dict[SeriesKey, int] = {}
+        self._taken: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
         self.late = 0
+        self.copies = 0
 
     def __call__(self, batch: SampleBatch) -> SampleBatch:
         """The batch with every series non-decreasing in time, from the previous batches on."""
@@ -68,13 +80,62 @@ class SeriesOrder:
         keys = [batch.keys[i] for i in series[starts].tolist()]
         before = np.r_[-math.inf, ts[:-1]]
         before[starts] = [self._last.get(k, -math.inf) for k in keys]
-        if (ts < before).any():
+        ids = np.array([self._ids.setdefault(k, len(self._ids)) for k in batch.keys], np.int64)
+        bits = batch.value.view(np.int64)[order]
+        if (ts <= before).any():  # a copy or a late sample: the rare, slow path
+            kept = self._originals(ids[series], ts, bits, before)
+            if not kept.all():
+                return self(self._without(batch, order[~kept]))
             ts = self._raised(ts, starts, before)
             out = np.empty_like(batch.ts)
             out[order] = ts
             batch = dataclasses.replace(batch, ts=out)
         self._last.update(zip(keys, np.maximum.reduceat(ts, starts).tolist(), strict=True))
+        self._remember(ids[series], ts, bits)
         return batch
+
+    def _originals(
+        self, ids: np.ndarray, ts: np.ndarray, bits: np.ndarray, before: np.ndarray
+    ) -> np.ndarray:
+        """Which samples (sorted by series) are not copies of one taken or of one before them."""
+        suspects = np.unique(ids[ts <= before])
+        doubtful = np.isin(ids, suspects)
+        seen = set(self._taken_of(suspects))
+        kept = np.ones(ids.shape[0], bool)
+        for i in np.flatnonzero(doubtful).tolist():
+            sample = (int(ids[i]), float(ts[i]), int(bits[i]))
+            kept[i] = sample not in seen
+            seen.add(sample)
+        self.copies += int((~kept).sum())
+        return kept
+
+    def _taken_of(self, wanted: np.ndarray) -> list[tuple[int, float, int]]:
+        """The samples taken within the horizon of the series ``wanted``."""
+        out: list[tuple[int, float, int]] = []
+        for _, ids, ts, bits in self._taken:
+            rows = np.isin(ids, wanted)
+            out += zip(ids[rows].tolist(), ts[rows].tolist(), bits[rows].tolist(), strict=True)
+        return out
+
+    def _remember(self, ids: np.ndarray, ts: np.ndarray, bits: np.ndarray) -> None:
+        """Keep the samples taken for ``horizon_s`` of data time, to know their copies."""
+        newest = float(ts.max())
+        self._taken.append((newest, ids, ts, bits))
+        latest = max(t for t, *_ in self._taken)
+        self._taken = [p for p in self._taken if p[0] >= latest - self.horizon_s]
+
+    @staticmethod
+    def _without(batch: SampleBatch, rows: np.ndarray) -> SampleBatch:
+        """The batch less the samples at ``rows``."""
+        keep = np.ones(len(batch), bool)
+        keep[rows] = False
+        return dataclasses.replace(
+            batch,
+            series=batch.series[keep],
+            ts=batch.ts[keep],
+            step=batch.step[keep],
+            value=batch.value[keep],
+        )
 
     def _raised(self, ts: np.ndarray, starts: np.ndarray, before: np.ndarray) -> np.ndarray:
         """Running maximum within each series whose samples go back (the rare, slow path)."""
