@@ -269,6 +269,26 @@ def _nodes(sig: Signal, faulty: bool) -> list[Stream]:
     return out
 
 
+def _agent_pause(sig: Signal, faulty: bool) -> list[Stream]:
+    """Every node's agent and one rank's process; faulty: node1's agent pauses from the onset
+    while its rank goes on stepping (an agent restart that outlasts the timeout)."""
+    out = []
+    for node in range(NODES):
+        labels = {"run": "r", "node": f"node{node}"}
+        steps = sig.times(1.0)
+        rank = {**labels, "rank": str(node)}
+        step = np.arange(steps.size, dtype=np.int64)
+        value = 1.0 + 0.01 * sig.noise(steps.size)
+        out.append(Stream("train.step_time_s", rank, f"node{node}/sdk", steps, value, step))
+        ts = sig.times(5.0)
+        if faulty and node == 1:
+            ts = ts[(ts - T0 < ONSET_HW) | (ts - T0 >= ONSET_HW + 150)]
+        cpu = 50 + 5 * sig.noise(ts.size)
+        out.append(Stream("host.cpu_pct", labels, f"node{node}/agent", ts, cpu))
+        out.append(Stream("gpu.util_pct", {**labels, "gpu": "0"}, f"node{node}/agent", ts, cpu))
+    return out
+
+
 def _ratio(rank: int, at: float, times: float) -> Callable[[int, np.ndarray], np.ndarray]:
     return lambda r, step: np.where((r == rank) & (step >= at), times, 1.0)
 
@@ -302,6 +322,7 @@ CASES = [
         "loss_spike", _loss(_after(900, lambda s, v: v * (1 + 0.15 * np.exp(-s / 20)))), 900, 20
     ),
     _curve("loss_divergence", _loss(_after(1500, lambda s, v: v * (1 + 0.001 * s))), 1500, 400),
+    _curve("loss_blowup", _loss(_after(1500, lambda s, v: v * 1.2**s)), 1500, 30),
     _curve("loss_plateau", _loss(_flat_from(4000)), 4000, 1500),
     _curve("grad_explosion", _grad(_after(900, lambda s, v: np.where(s < 10, v * 30, v))), 900, 3),
     _curve("grad_vanishing", _grad(_after(900, lambda s, v: 1e-9 * v)), 900, 30),
@@ -325,6 +346,8 @@ CASES = [
         "node1/sdk3",
     ),
     Case("node_down", _nodes, ONSET_HW, 90, NODE1),
+    # a gap in one producer is this rule's fault itself: the gap variant silences no source
+    Case("telemetry_gap", _agent_pause, ONSET_HW, 75, {**NODE1, "producer": "agent"}, "none"),
     Case(
         "gpu_underutilized",
         _gpus("gpu.util_pct", _peaks(92.0, 10.0, 600.0, 30.0), 50.0, 3.0),
