@@ -3,6 +3,7 @@ its answer. Commands come through the real poller from an in-memory collector.""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -153,6 +154,35 @@ def test_rollback_loads_the_last_good_checkpoint_and_drops_the_pending_update(
     assert failed["result"] == "failed" and "no good checkpoint" in failed["detail"]
     assert answer["result"] == "ok" and loaded == [7] and ctl.checkpoints == [7]
     assert all(torch.equal(good[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("restores_optimizer", [True, False])
+def test_a_rollback_keeps_the_rate_lowered_since_its_checkpoint(
+    run: Run, collector: Collector, restores_optimizer: bool
+) -> None:
+    model, optimizer = model_and_optimizer(lr=0.4)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 1.0)
+    saved: dict[int, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+
+    def save(at: int) -> None:
+        states = (model.state_dict(), optimizer.state_dict(), scheduler.state_dict())
+        saved[at] = tuple(copy.deepcopy(state) for state in states)  # type: ignore[assignment]
+
+    def load(at: int) -> None:
+        weights, opt_state, sched_state = saved[at]
+        model.load_state_dict(weights)
+        if restores_optimizer:  # the rates of the checkpoint come back with their states
+            optimizer.load_state_dict(opt_state)
+            scheduler.load_state_dict(sched_state)
+
+    with attach(run, collector, optimizer, save=save, load=load, scheduler=scheduler) as ctl:
+        assert ctl.checkpoint()
+        lowered = until_answered(collector, collector.send("lower_lr", factor=0.5), model, optimizer)
+        answer = until_answered(collector, collector.send("rollback"), model, optimizer)
+        scheduler.step()  # the scheduler's base rates are the lowered ones too
+    assert lowered["result"] == answer["result"] == "ok"
+    assert "kept lowered" in answer["detail"]
+    assert [g["lr"] for g in optimizer.param_groups] == [0.2]
 
 
 def test_checkpoint_calls_save_and_commands_without_a_callback_are_unsupported(

@@ -19,7 +19,7 @@ import torch
 from ..model import RunStatus
 from ..sdk import FAILED, OK, Command, Controller, Outcome, Run
 from ..torch._clip import covers, listen
-from ..torch._control import Guard, scale_lr
+from ..torch._control import Guard, LoweredRates, rates
 from ..torch._device import device_of
 from ..torch._grads import Labelled, grad_norm, learning_rates, trainable
 from ..torch._steps import Recorder, Timeline
@@ -118,6 +118,7 @@ class LightningHooks:
         self._commands, self._poll_interval_s = commands, poll_interval_s
         self._controller: Controller | None = None
         self._guard: Guard | None = None
+        self._lowered = LoweredRates()
         self._trainer: Any = None
         self._own: list[Path] = []  # checkpoints the ``checkpoint`` command wrote
         self._before: dict[Path, int] = {}  # the files there were when the fit began
@@ -151,6 +152,7 @@ class LightningHooks:
         self._reset_step()
         if self._commands:
             self._trainer, self._guard = trainer, Guard(run)
+            self._lowered = LoweredRates()
             self._own, self._before = [], _checkpoints(trainer, [])
             handlers = {
                 "lower_lr": self._lower_lr,
@@ -161,10 +163,12 @@ class LightningHooks:
             }
             self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
 
+    def _schedulers(self) -> list[Any]:
+        return [config.scheduler for config in self._trainer.lr_scheduler_configs]
+
     def _lower_lr(self, command: Command, step: int) -> Outcome:
-        trainer = self._trainer
-        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
-        return scale_lr(trainer.optimizers, command.args["factor"], schedulers)
+        factor = command.args["factor"]
+        return self._lowered.lower(self._trainer.optimizers, factor, self._schedulers(), step)
 
     def _checkpoint(self, command: Command, step: int) -> Outcome:
         path = Path(self._trainer.default_root_dir) / "stepwatch" / f"step-{step}.ckpt"
@@ -183,12 +187,15 @@ class LightningHooks:
         if isinstance(found, str):
             return Outcome(FAILED, found)
         checkpoint = found.loaded
+        before = rates(trainer.optimizers, self._schedulers())
         trainer.strategy.load_model_state_dict(checkpoint)
         trainer.strategy.load_optimizer_state_dict(checkpoint)
         states = checkpoint.get("lr_schedulers", [])
         for config, state in zip(trainer.lr_scheduler_configs, states, strict=False):
             config.scheduler.load_state_dict(state)
-        return Outcome(OK, found.detail(int(checkpoint.get("global_step", -1))))
+        at = int(checkpoint.get("global_step", -1))
+        kept = self._lowered.reapply(trainer.optimizers, self._schedulers(), before, at)
+        return Outcome(OK, found.detail(at) + kept)
 
     def _stop(self, command: Command, step: int) -> Outcome:
         self._trainer.should_stop = True

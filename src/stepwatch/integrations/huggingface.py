@@ -21,7 +21,7 @@ from transformers.utils import (
 )
 
 from ..sdk import FAILED, OK, Command, Controller, Outcome, Run
-from ..torch._control import Guard, scale_lr
+from ..torch._control import Guard, LoweredRates, rates
 from ..torch._device import Host, device_of
 from ..torch._grads import trainable
 from ..torch._steps import Recorder, Timeline
@@ -108,6 +108,7 @@ class StepwatchCallback(TrainerCallback):
         self._commands, self._poll_interval_s = commands, poll_interval_s
         self._controller: Controller | None = None
         self._guard: Guard | None = None
+        self._lowered = LoweredRates()
         self._control: TrainerControl | None = None
         self._objects: dict[str, Any] = {}
         self._saved: list[tuple[int, Path]] = []  # (step, folder) of this run's checkpoints
@@ -142,12 +143,15 @@ class StepwatchCallback(TrainerCallback):
             self._controller = Controller(run, handlers, interval_s=self._poll_interval_s)
         self._paused()
 
-    def _lower_lr(self, command: Command, step: int) -> Outcome:
+    def _optimization(self) -> tuple[list[Any], list[Any]]:
+        """The Trainer's optimizer and scheduler, as lists (empty before it made them)."""
         optimizer, scheduler = self._objects.get("optimizer"), self._objects.get("lr_scheduler")
-        schedulers = [scheduler] if scheduler is not None else []
-        return scale_lr(
-            [optimizer] if optimizer is not None else [], command.args["factor"], schedulers
-        )
+        optimizers = [optimizer] if optimizer is not None else []
+        return optimizers, [scheduler] if scheduler is not None else []
+
+    def _lower_lr(self, command: Command, step: int) -> Outcome:
+        optimizers, schedulers = self._optimization()
+        return self._lowered.lower(optimizers, command.args["factor"], schedulers, step)
 
     def _flag(self, name: str, detail: str) -> Callable[[Command, int], Outcome]:
         def apply(command: Command, step: int) -> Outcome:
@@ -170,13 +174,15 @@ class StepwatchCallback(TrainerCallback):
             return Outcome(
                 FAILED, f"{found.path} holds weights the model lacks: {sorted(unexpected)[:5]}"
             )
+        before = rates(*self._optimization())
         model.load_state_dict(found.loaded, strict=False)  # tied weights are saved once
         for name, key in [(OPTIMIZER_NAME, "optimizer"), (SCHEDULER_NAME, "lr_scheduler")]:
             target = self._objects.get(key)
             if target is not None and (found.path / name).is_file():
                 state = torch.load(found.path / name, map_location="cpu", weights_only=True)
                 target.load_state_dict(state)
-        return Outcome(OK, found.detail(steps[found.path]))
+        kept = self._lowered.reapply(*self._optimization(), before, steps[found.path])
+        return Outcome(OK, found.detail(steps[found.path]) + kept)
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

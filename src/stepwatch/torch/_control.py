@@ -8,7 +8,9 @@ parameter, and its state, as they were).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -27,7 +29,16 @@ from ..sdk import (
 )
 from ._grads import trainable
 
-__all__ = ["Control", "Guard", "StopTraining", "control", "drop_update", "finite", "scale_lr"]
+__all__ = [
+    "Control",
+    "Guard",
+    "LoweredRates",
+    "StopTraining",
+    "control",
+    "drop_update",
+    "finite",
+    "scale_lr",
+]
 
 
 class StopTraining(RuntimeError):
@@ -54,6 +65,57 @@ def scale_lr(
     if not before:
         return Outcome(FAILED, "no param groups to change")
     return Outcome(OK, f"lr {before[0]:.3g} -> {after[0]:.3g} in {len(before)} group(s)")
+
+
+def rates(optimizers: list[Any], schedulers: list[Any]) -> tuple[list[float], list[float]]:
+    """Every param group's rate and every scheduler's base rates: taken before a load, they
+    tell :meth:`LoweredRates.reapply` which of them the load reset."""
+    groups = [float(g["lr"]) for opt in optimizers for g in opt.param_groups]
+    return groups, [float(lr) for s in schedulers for lr in getattr(s, "base_lrs", [])]
+
+
+@dataclass
+class LoweredRates:
+    """The ``lower_lr`` factors applied, by the step they were applied at.
+
+    A rollback to a checkpoint saved before some of them restores the old rates with the
+    optimizer's (or the scheduler's) state, which would undo the cure of a divergence: what the
+    load put back is lowered again by the factors applied since.
+    """
+
+    applied: list[tuple[int, float]] = field(default_factory=list)
+
+    def lower(
+        self, optimizers: list[Any], factor: float, schedulers: list[Any], step: int
+    ) -> Outcome:
+        outcome = scale_lr(optimizers, factor, schedulers)
+        if outcome.result == OK:
+            self.applied.append((step, factor))
+        return outcome
+
+    def reapply(
+        self,
+        optimizers: list[Any],
+        schedulers: list[Any],
+        before: tuple[list[float], list[float]],
+        step: int,
+    ) -> str:
+        """After a load of the state of ``step``: lower again, by the factors applied since,
+        the rates the load reset (those it left alone are lowered already)."""
+        factor = math.prod(f for at, f in self.applied if at >= step)
+        if factor == 1.0:
+            return ""
+        groups, bases = before
+        all_groups = [g for opt in optimizers for g in opt.param_groups]
+        for group, old in zip(all_groups, groups, strict=True):
+            if float(group["lr"]) != old:
+                group["lr"] = group["lr"] * factor
+                if "initial_lr" in group:
+                    group["initial_lr"] = group["initial_lr"] * factor
+        if rates([], schedulers)[1] != bases:
+            for scheduler in schedulers:
+                scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+        return f"; learning rate kept lowered (x{factor:.3g} of the checkpoint's)"
 
 
 def finite(params: Iterable[torch.Tensor]) -> bool:
@@ -115,6 +177,7 @@ class Control:
         self.run, self.optimizer, self.step = run, optimizer, int(start_step)
         self._save, self._load, self._stop, self._scheduler = save, load, stop, scheduler
         self.checkpoints: list[int] = []  # steps of the good checkpoints, oldest first
+        self.lowered = LoweredRates()
         self.guard = Guard(run)
         self._drop_next = False
         handlers = {"lower_lr": self._lower_lr, "skip_step": self.guard.arm, "stop": self._on_stop}
@@ -157,9 +220,12 @@ class Control:
 
     # ---- handlers (training thread, in the pre-hook) ------------------------------------
 
+    def _schedulers(self) -> list[Any]:
+        return [self._scheduler] if self._scheduler is not None else []
+
     def _lower_lr(self, command: Command, step: int) -> Outcome:
-        schedulers = [self._scheduler] if self._scheduler is not None else []
-        return scale_lr([self.optimizer], command.args.get("factor", 0.5), schedulers)
+        factor = float(command.args.get("factor", 0.5))
+        return self.lowered.lower([self.optimizer], factor, self._schedulers(), step)
 
     def _checkpoint(self, command: Command, step: int) -> Outcome:
         if self.checkpoint(step):
@@ -172,9 +238,11 @@ class Control:
         if not self.checkpoints:
             return Outcome(FAILED, "no good checkpoint to roll back to")
         target = self.checkpoints[-1]
+        before = rates([self.optimizer], self._schedulers())
         self._load(target)
         self._drop_next = True  # this step's gradients belong to the state left behind
-        return Outcome(OK, f"rolled back to the checkpoint of step {target}")
+        kept = self.lowered.reapply([self.optimizer], self._schedulers(), before, target)
+        return Outcome(OK, f"rolled back to the checkpoint of step {target}{kept}")
 
     def _on_stop(self, command: Command, step: int) -> Outcome:
         if self._stop is not None:
