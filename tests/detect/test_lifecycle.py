@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stepwatch.detect._lifecycle import AlertState, Lifecycle, Transition
@@ -59,11 +59,30 @@ def test_for_samples_counts_consecutive_samples(
     assert _feed(Lifecycle(for_samples=for_samples), conditions) == expected
 
 
-def test_for_samples_and_for_seconds_must_both_hold() -> None:
-    life = Lifecycle(for_s=1.0, for_samples=3)
-    ts = np.array([0.0, 0.1, 0.2, 0.3, 1.5])
-    out = life.update(ts, np.ones(5, bool), ts)
-    assert [(t.state, t.ts) for t in out] == [(P, 0.0), (F, 1.5)]
+HOLD_CASES = [
+    # (for_s, for_samples, sample times, expected transitions): whichever comes first
+    (1.0, 3, [0.0, 0.1, 0.2, 0.3, 1.5], [(P, 0.0), (F, 0.2)]),  # 3 samples before 1 s
+    (1.0, 5, [0.0, 0.6, 1.2, 1.8], [(P, 0.0), (F, 1.2)]),  # 1 s before 5 samples
+    (10.0, 0, [0.0, 0.1, 0.2, 10.0], [(P, 0.0), (F, 10.0)]),  # a duration alone
+    (0.0, 3, [0.0, 5.0, 99.0], [(P, 0.0), (F, 99.0)]),  # a count alone
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("for_s", "count", "times", "expected"), HOLD_CASES)
+def test_a_duration_and_a_count_fire_on_whichever_comes_first(
+    for_s: float, count: int, times: list[float], expected: list[tuple[str, float]]
+) -> None:
+    life = Lifecycle(for_s=for_s, for_samples=count)
+    ts = np.array(times)
+    out = life.update(ts, np.ones(ts.size, bool), ts)
+    assert [(t.state, t.ts) for t in out] == expected
+
+
+def test_a_lapse_restarts_both_the_clock_and_the_count() -> None:
+    life = Lifecycle(for_s=10.0, for_samples=3)
+    ts = np.arange(6.0)
+    out = life.update(ts, np.array([1, 1, 0, 1, 1, 1], bool), ts)
+    assert [(t.state, t.ts) for t in out] == [(P, 0.0), (P, 3.0), (F, 5.0)]
 
 
 @given(
@@ -73,6 +92,7 @@ def test_for_samples_and_for_seconds_must_both_hold() -> None:
     st.sampled_from([0.0, 1.0, 4.0]),
     st.sampled_from([0, 3]),
 )
+@example([True] * 8, [2, 5], 5.0, 0.0, 3)
 def test_any_split_into_batches_gives_the_same_transitions(
     conditions: list[bool], cuts: list[int], for_s: float, keep: float, count: int
 ) -> None:

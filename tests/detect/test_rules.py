@@ -78,6 +78,17 @@ def test_a_log_signal_may_name_the_lines_it_leaves_out() -> None:
     assert oom.signal.log == LogMatch("CUDA out of memory", exclude="retrying")
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("10m or 500 samples", (600.0, 500)), ("500 samples or 10m", (600.0, 500)),
+     ("90s  or  1 sample", (90.0, 1)), ("2m", (120.0, 0)), ("7 samples", (0.0, 7))],
+)  # fmt: skip
+def test_for_reads_a_duration_a_count_or_both(given: str, expected: tuple[float, int]) -> None:
+    text = _rule_file(BASE + f"  detector: robust_z\n  for: {given}\n")
+    (rule,) = parse_rules(text, "r.yaml", DETECTORS).rules
+    assert (rule.for_s, rule.for_samples) == expected
+
+
 def test_equal_rules_compare_equal_so_a_reload_can_keep_their_state() -> None:
     first = parse_rules(GOOD, "a.yaml", DETECTORS).rules
     changed = parse_rules(GOOD.replace("threshold: 8", "threshold: 9"), "a.yaml", DETECTORS).rules
@@ -113,6 +124,16 @@ MISTAKES = [
      "groups[0].rules[0].annotations", "summary: unknown template field '{{ $valeu }}'"),
     (_rule_file(BASE + "  detector: robust_z\n  for: 0 samples\n"), 7, "groups[0].rules[0].for",
      "at least 1 sample"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 10m or 10s\n"), 7, "groups[0].rules[0].for",
+     "expected one duration above 0 and one count, got '10m or 10s'"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 0s or 5 samples\n"), 7,
+     "groups[0].rules[0].for", "one duration above 0 and one count"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 10m or 0 samples\n"), 7,
+     "groups[0].rules[0].for", "at least 1 sample"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 10m or\n"), 7, "groups[0].rules[0].for",
+     "or both as '10m or 500 samples', got '10m or'"),
+    (_rule_file(BASE + "  detector: robust_z\n  for: 1m or 2 samples or 3m\n"), 7,
+     "groups[0].rules[0].for", "expected a duration like 30s"),
     (_rule_file(BASE + "  threshold: '> 1'\n  tresh: 1\n"), 7, "groups[0].rules[0]",
      "unknown key 'tresh'"),
     (_rule_file("- alert: a\n  threshold: '> 1'\n"), 4, "groups[0].rules[0]",

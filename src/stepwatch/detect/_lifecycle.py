@@ -1,9 +1,9 @@
 """Alert lifecycle in data time: pending → firing → resolved, one alert per rule and entity.
 
-As in Prometheus: a condition must hold ``for`` seconds (or for a number of
-consecutive samples) before the alert fires, and with ``keep_firing_for`` a
-firing alert outlives a brief lapse of its condition. Work is per run of
-equal conditions in a batch, not per sample.
+As in Prometheus: a condition must hold ``for`` seconds, or for a number of
+consecutive samples, or for whichever of the two comes first, before the alert
+fires, and with ``keep_firing_for`` a firing alert outlives a brief lapse of
+its condition. Work is per run of equal conditions in a batch, not per sample.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Lifecycle:
         counted = self.held + np.arange(1, ts.shape[0] + 1)
         self.held += ts.shape[0]
         if self.state == AlertState.PENDING:
-            due = np.flatnonzero((ts >= self.since + self.for_s) & (counted >= self.for_samples))
+            due = np.flatnonzero(self._due(ts, counted))
             if due.size:
                 i = int(due[0])
                 self._enter(
@@ -103,6 +103,16 @@ class Lifecycle:
                 )
         self.last_true, self.value = float(ts[-1]), float(value[-1])
         self.baseline = float(baseline[-1])
+
+    def _due(self, ts: np.ndarray, counted: np.ndarray) -> np.ndarray:
+        """Where the condition has held long enough: by time, by count, or by either when both
+        are given (a step-paced signal is then held neither for hours nor for thousands of
+        steps); with neither, at once."""
+        timed = ts >= self.since + self.for_s
+        if self.for_samples == 0:
+            return timed
+        enough = counted >= self.for_samples
+        return enough | timed if self.for_s > 0 else enough
 
     def _lapsed(self, first: float, last: float) -> None:
         self.held = 0

@@ -86,6 +86,16 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def _hold_part(text: str) -> float | int | None:
+    """One side of a ``for``: seconds (a float), a count of samples (an int), None if neither."""
+    if match := _SAMPLES_RE.match(text):
+        return int(match.group(1))
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return None
+
+
 def read_config(path: Path) -> str:
     """A configuration file's text; one that cannot be read is a RuleError naming it, in words."""
     try:
@@ -203,21 +213,24 @@ class At:
             raise self.error(str(exc)) from None
 
     def hold(self) -> tuple[float, int]:
-        """How long a condition must hold: a duration, or ``N samples`` (consecutive samples,
-        for signals whose pace is the training's step rather than the clock)."""
+        """How long a condition must hold: a duration, ``N samples`` (consecutive samples, for
+        signals whose pace is the training's step rather than the clock), or both joined by
+        ``or`` (``10m or 500 samples``: whichever comes first, so a fast run is not held for
+        thousands of steps nor a slow one for hours)."""
         text = str(self.node.value).strip() if isinstance(self.node, yaml.ScalarNode) else ""
-        match = _SAMPLES_RE.match(text)
-        if match is None:
-            try:
-                return parse_duration(text), 0
-            except ValueError:
-                raise self.error(
-                    f"expected a duration like 30s, 5m or 1h, or a count like '3 samples', "
-                    f"got {text!r}"
-                ) from None
-        if int(match.group(1)) < 1:
+        parts = [_hold_part(part.strip()) for part in text.split(" or ")]
+        if any(part is None for part in parts) or len(parts) > 2:
+            raise self.error(
+                f"expected a duration like 30s, 5m or 1h, a count like '3 samples', or both "
+                f"as '10m or 500 samples', got {text!r}"
+            )
+        seconds = [float(p) for p in parts if isinstance(p, float)]
+        counts = [p for p in parts if isinstance(p, int)]
+        if any(count < 1 for count in counts):
             raise self.error(f"expected at least 1 sample, got {text!r}")
-        return 0.0, int(match.group(1))
+        if len(parts) == 2 and (len(counts) != 1 or seconds[0] <= 0):
+            raise self.error(f"expected one duration above 0 and one count, got {text!r}")
+        return (seconds[0] if seconds else 0.0), (counts[0] if counts else 0)
 
     def scalar(self) -> str | float | bool:
         """A string, number or boolean (a detector parameter)."""
