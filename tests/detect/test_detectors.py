@@ -374,6 +374,62 @@ def test_trend_with_a_horizon_fires_when_the_target_is_due_within_it() -> None:
     assert verdict.anomalous[first:].all()
 
 
+def _memory(ts: np.ndarray, seed: int, rate_per_h: float = 0.0) -> np.ndarray:
+    """Host memory at 40 % of 1 TB with the noise of a real reading (0.2 % of the total)."""
+    noise = np.random.default_rng(seed).normal(0.0, 0.002, ts.size)
+    return (0.4 * (1.0 + rate_per_h) ** (ts / 3600.0) + noise) * 1e12
+
+
+def _gappy(ts: np.ndarray, seed: int) -> np.ndarray:
+    """The same clock with 5 % of the samples lost at random, a 60 s burst lost every half
+    hour, and the interval tripled after the first two hours (5 s to 15 s)."""
+    rng = np.random.default_rng(seed)
+    keep = (rng.random(ts.size) >= 0.05) & (ts % 1800.0 >= 60.0)
+    keep &= (ts < 7200.0) | (np.round(ts / 5.0) % 3 == 0)
+    return ts[keep]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_trend_reads_the_same_slope_through_lost_samples_and_a_changed_interval(
+    seed: int,
+) -> None:
+    ts = 5.0 * np.arange(4 * 720)  # 4 hours
+    for rate in (0.0, 0.06):
+        whole = TrendSlope(halflife_s=900.0).update(ts, _memory(ts, seed, rate))
+        thin = _gappy(ts, seed)
+        lossy = TrendSlope(halflife_s=900.0).update(thin, _memory(thin, seed, rate))
+        at = thin >= 3600.0
+        assert np.abs(lossy.score[at] - 100 * np.log1p(rate)).max() < 1.0  # % per hour
+        assert np.abs(whole.score[ts >= 3600.0] - 100 * np.log1p(rate)).max() < 1.0
+
+
+def test_a_gap_longer_than_the_warm_up_warms_up_again_visibly_and_keeps_the_past() -> None:
+    detector = TrendSlope(halflife_s=900.0, warmup_s=600.0, threshold_pct_per_h=3.0)
+    before = 5.0 * np.arange(720)  # an hour, then 20 minutes of nothing
+    after = before[-1] + 1200.0 + 5.0 * np.arange(360)
+    assert not detector.update(before, _memory(before, 4)).anomalous.any()
+    assert detector.warming_up() is None
+    verdict = detector.update(after[:60], _memory(after[:60], 5) * 1.02)  # 2 % more after it
+    assert np.isnan(verdict.score).all() and not verdict.anomalous.any()
+    warming = detector.warming_up()
+    assert warming is not None and (warming.seen, warming.needed) == (295.0, 600.0)
+    rest = detector.update(after[60:], _memory(after[60:], 6) * 1.02)
+    judged = ~np.isnan(rest.score)
+    assert judged.any() and np.isnan(rest.score[after[60:] - after[0] < 600.0]).all()
+    # the hour before the gap still anchors the line: one step of 2 %, not a trend of 7 %/h
+    assert not rest.anomalous.any() and rest.score[judged].max() < 3.0
+    restored = TrendSlope(halflife_s=900.0, warmup_s=600.0, threshold_pct_per_h=3.0)
+    restored.load_state_dict(detector.state_dict())
+    assert restored.warming_up() is None and restored.t_warm == after[0]
+
+
+def test_a_gap_shorter_than_the_warm_up_is_no_reset() -> None:
+    detector = TrendSlope(halflife_s=900.0)  # warm-up: 450 s
+    ts = np.concatenate([5.0 * np.arange(720), 3600.0 + 180.0 + 5.0 * np.arange(60)])
+    verdict = detector.update(ts, _memory(ts, 7))
+    assert not np.isnan(verdict.score[720:]).any() and detector.warming_up() is None
+
+
 @pytest.mark.parametrize("noise", [0.005, 0.01])
 @pytest.mark.parametrize("offset", [10.0, 1000.0])  # a young run, and one resumed later
 def test_plateau_fires_on_a_stall_but_not_on_the_ordinary_slow_down(

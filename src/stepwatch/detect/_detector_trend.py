@@ -50,9 +50,15 @@ class TrendSlope(Detector):
     seconds of data time (default half an hour: an effective span of about an hour for a
     per-hour rate); nothing is scored before ``warmup_s`` (default half a half-life) of data,
     since a slope from seconds of noise means nothing.
+
+    A gap in the data longer than the warm-up keeps what was learnt before it (decayed by the
+    gap's length, as any older data) but warms up again after it, visibly (``warming_up``):
+    the first few samples after a long gap would otherwise tilt the line on their own noise.
+    Shorter gaps, lost samples and a changed sampling interval only change how many samples
+    the fit has.
     """
 
-    _state_keys = ("sums", "t_first", "t_prev")
+    _state_keys = ("sums", "t_prev", "t_warm")
 
     def __init__(
         self,
@@ -74,20 +80,20 @@ class TrendSlope(Detector):
         self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
         self._rate = math.log(2.0) / halflife_s
         self.sums = np.zeros(5)  # weights of 1, x, x^2, y, x*y with x in hours since t_prev
-        self.t_first = math.nan
         self.t_prev = math.nan
+        self.t_warm = math.nan  # when the stretch of data without a long gap began
 
     def _score(self, ts: Floats, value: Floats) -> TrendVerdict:
-        if math.isnan(self.t_first) and ts.size:
-            self.t_first = self.t_prev = float(ts[0])
+        if math.isnan(self.t_warm) and ts.size:
+            self.t_prev = self.t_warm = float(ts[0])
         origin = self.t_prev
         gaps = np.diff(np.concatenate([[origin], ts])) if ts.size else ts
         x = (ts - origin) / HOUR_S
         rows = np.vstack([np.ones_like(x), x, x * x, value, x * value])
         sums = decayed_cumsum(rows, -self._rate * gaps, self.sums)
         slope, level = _fit(sums, x)
-        warm = ts - self.t_first >= self.warmup_s
-        slope = np.where(warm, slope, np.nan)
+        since = self._stretches(ts, gaps)
+        slope = np.where(ts - since >= self.warmup_s, slope, np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = directed(100.0 * slope / np.abs(level), self.direction)
         if ts.size:
@@ -103,8 +109,18 @@ class TrendSlope(Detector):
             time_to_target_s=due,
         )
 
+    def _stretches(self, ts: Floats, gaps: Floats) -> Floats:
+        """When each sample's stretch of data began: after the last gap longer than the
+        warm-up (or at the first sample)."""
+        after_gap = gaps > self.warmup_s
+        begun = np.where(after_gap, ts, -np.inf)
+        since = np.maximum(np.maximum.accumulate(begun), self.t_warm) if ts.size else ts
+        if ts.size:
+            self.t_warm = float(since[-1])
+        return since
+
     def warming_up(self) -> Warmup | None:
-        seen = 0.0 if math.isnan(self.t_first) else self._last_ts - self.t_first
+        seen = 0.0 if math.isnan(self.t_warm) else self._last_ts - self.t_warm
         return Warmup(round(seen, 1), self.warmup_s, "s") if seen < self.warmup_s else None
 
     def _time_to_target(self, slope: Floats, level: Floats) -> Floats:
