@@ -100,6 +100,15 @@ def test_detector_rules_read_only_the_series_they_match() -> None:
     assert alerts[1].severity == "critical"
 
 
+def test_a_matcher_of_an_empty_value_reads_the_series_without_that_label() -> None:
+    rules = RULES.replace('match: {rank: "0"}', 'match: {rank: ["0", ""]}')
+    engine = Engine(parse_rules(rules, "rules.yaml", DETECTORS))
+    runs = (("ranked", {"rank": "0"}), ("alone", {}), ("other", {"rank": "1"}))
+    rows = [("loss", {"run": r, **extra}, 1.0, float("nan")) for r, extra in runs]
+    fired = [a.labels["run"] for a in engine.process(_batch(rows)) if a.state == "firing"]
+    assert sorted(fired) == ["alone", "ranked"]
+
+
 def test_log_rules_fire_once_per_entity_and_incident() -> None:
     def line(ts: float, node: str, text: str) -> Event:
         return Event(ts, "log", text, {"run": "r", "node": node, "rank": "3"})

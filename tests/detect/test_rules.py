@@ -61,7 +61,7 @@ def test_a_valid_file_reads_into_rules(tmp_path: Path) -> None:
         ("hardware", "log_oom"),
     ]
     spike, nonfinite, hot, oom = rules
-    assert spike.signal.metrics == ("train.loss",) and spike.signal.match == (("rank", "0"),)
+    assert spike.signal.metrics == ("train.loss",) and spike.signal.match == (("rank", ("0",)),)
     assert (spike.detector, spike.params) == ("robust_z", (("direction", "up"), ("threshold", 8.0)))
     assert (spike.for_s, spike.keep_firing_for_s, spike.line) == (30.0, 120.0, 4)
     assert dict(spike.labels) == {"team": "ml"} and spike.playbook == "Lower the learning rate."
@@ -87,6 +87,13 @@ def test_for_reads_a_duration_a_count_or_both(given: str, expected: tuple[float,
     text = _rule_file(BASE + f"  detector: robust_z\n  for: {given}\n")
     (rule,) = parse_rules(text, "r.yaml", DETECTORS).rules
     assert (rule.for_s, rule.for_samples) == expected
+
+
+def test_a_matcher_takes_a_value_or_a_list_of_them_and_empty_means_without_the_label() -> None:
+    text = _rule_file("- alert: a\n  signal: {metric: m, match: {rank: [0, ''], gpu: 3}}\n"
+                      "  threshold: '> 1'\n")  # fmt: skip
+    (rule,) = parse_rules(text, "r.yaml", DETECTORS).rules
+    assert rule.signal.match == (("gpu", ("3",)), ("rank", ("0", "")))
 
 
 def test_equal_rules_compare_equal_so_a_reload_can_keep_their_state() -> None:
@@ -134,6 +141,13 @@ MISTAKES = [
      "or both as '10m or 500 samples', got '10m or'"),
     (_rule_file(BASE + "  detector: robust_z\n  for: 1m or 2 samples or 3m\n"), 7,
      "groups[0].rules[0].for", "expected a duration like 30s"),
+    (_rule_file("- alert: a\n  signal: {metric: m, match: {rank: [0, {x: 1}]}}\n"
+                "  threshold: '> 1'\n"), 5, "groups[0].rules[0].signal.match.rank[1]",
+     "expected a label value"),
+    (_rule_file("- alert: a\n  signal: {metric: m, match: {rank: []}}\n  threshold: '> 1'\n"),
+     5, "groups[0].rules[0].signal.match.rank", "at least one value"),
+    (_rule_file("- alert: a\n  signal: {metric: m, match: {rank: 0.5}}\n  threshold: '> 1'\n"),
+     5, "groups[0].rules[0].signal.match.rank", "a string or an integer"),
     (_rule_file(BASE + "  threshold: '> 1'\n  tresh: 1\n"), 7, "groups[0].rules[0]",
      "unknown key 'tresh'"),
     (_rule_file("- alert: a\n  threshold: '> 1'\n"), 4, "groups[0].rules[0]",

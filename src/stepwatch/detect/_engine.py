@@ -277,7 +277,7 @@ class Engine:
         labels.setdefault(PRODUCER, producer(key))  # which process of its node sent it
         bindings: list[_Binding | _InGroup | _AsOf] = []
         for rule in self._metric_rules:
-            if any(labels.get(k) != v for k, v in rule.signal.match):
+            if any(labels.get(k, "") not in v for k, v in rule.signal.match):  # "": no such label
                 continue
             if key.name == rule.signal.divide_by:
                 bindings.append(self._divisor(rule, labels))

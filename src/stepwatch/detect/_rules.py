@@ -68,8 +68,9 @@ class LogMatch:
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """What a rule reads: the series of one or more metrics (matching ``match``) or log lines;
-    ``by`` names the labels that make the alert's entity (run, node, gpu, rank). With
+    """What a rule reads: the series of one or more metrics (matching ``match``: each label
+    one of its values, ``""`` for a series without it) or log lines; ``by`` names the labels
+    that make the alert's entity (run, node, gpu, rank). With
     ``divide_by`` the value is the metric over the latest value of that other metric of the
     same entity (memory used over total, bytes over seconds). With ``where`` only the samples
     whose own value (before dividing) meets that comparison are judged: a throughput means
@@ -77,7 +78,7 @@ class Signal:
 
     metrics: tuple[str, ...] = ()
     log: LogMatch | None = None
-    match: tuple[tuple[str, str], ...] = ()
+    match: tuple[tuple[str, tuple[str, ...]], ...] = ()
     by: tuple[str, ...] = ()
     divide_by: str | None = None
     where: Comparison | None = None
@@ -220,6 +221,33 @@ def _label_map(at: At) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
+def _label_value(at: At) -> str:
+    """One value a matcher accepts: a string (``""`` too) or an integer."""
+    value = at.scalar() if not (at.is_mapping or at.is_list) else None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if not isinstance(value, str):
+        raise at.error("expected a label value: a string or an integer")
+    return value
+
+
+def _matchers(at: At) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Label matchers: a value or a list of values a label may have (``""``: the series has no
+    such label, as in Prometheus), e.g. ``{rank: ["0", ""]}`` for rank 0 or the only process."""
+    out = []
+    for name, given in at.mapping(None).items():
+        values = (
+            [_label_value(v) for v in given.items()] if given.is_list else [_label_value(given)]
+        )
+        if not values:
+            raise given.error("expected at least one value")
+        try:
+            out.append((name, tuple(validate_label(name, value) for value in values)))
+        except (TypeError, ValueError) as exc:
+            raise given.error(str(exc)) from None
+    return tuple(sorted(out))
+
+
 def _signal(at: At) -> Signal:
     fields = at.mapping({"metric", "log", "match", "by", "divide_by", "where"})
     if ("metric" in fields) == ("log" in fields):
@@ -241,7 +269,7 @@ def _signal(at: At) -> Signal:
         except ValueError as exc:
             raise given.error(str(exc)) from None
     log = _log_match(fields["log"]) if "log" in fields else None
-    match = _label_map(fields["match"]) if "match" in fields else ()
+    match = _matchers(fields["match"]) if "match" in fields else ()
     by = tuple(fields["by"].str_list()) if "by" in fields else ()
     if "where" in fields and "log" in fields:
         raise fields["where"].error("a log signal has no values to compare")
