@@ -94,6 +94,17 @@ def test_the_builtin_pack_is_used_without_rule_files(tmp_path: Path) -> None:
     assert _run(_files(tmp_path, tests)) == [("test at line 2", ())]
 
 
+def test_a_rule_held_for_a_duration_or_a_count_fires_on_whichever_comes_first(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rules.yaml").write_text(RULES.replace("for: 5m", "for: 5m or 3 samples"))
+    tests = tmp_path / "tests.yaml"
+    tests.write_text(TESTS.replace("eval_time: 8m", "eval_time: 6m").replace("10m", "7m"))
+    assert _run(tests) == [("hot gpu", ())]  # 85 from 5m on: the 3rd sample at 7m, not 10m
+    result = CliRunner().invoke(main, ["rules", "check", str(tmp_path / "rules.yaml")])
+    assert result.exit_code == 0, result.output
+
+
 MALFORMED = [
     (
         'values: "60x4 85x10"',
