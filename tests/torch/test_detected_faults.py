@@ -36,14 +36,14 @@ class Training:
     def __init__(self) -> None:
         torch.manual_seed(0)
         self.model = torch.nn.Sequential(
-            torch.nn.Linear(256, 512), torch.nn.Tanh(), torch.nn.Linear(512, 256)
+            torch.nn.Linear(256, 1024), torch.nn.Tanh(), torch.nn.Linear(1024, 256)
         )
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3)
         self.mix = torch.randn(256, 256) / 16
 
     def batch(self, augment: int) -> torch.Tensor:
         """A fresh batch; ``augment`` rounds of CPU-bound preprocessing on it."""
-        x = torch.randn(96, 256)
+        x = torch.randn(256, 256)
         for _ in range(augment):
             x = torch.tanh(x @ self.mix)
         return x
