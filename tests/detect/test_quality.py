@@ -220,11 +220,6 @@ PENDING = {
         "judged: its samples of a step come after most members reported later steps, so the "
         "peers detector decides the step without them and counts them late"
     ),
-    "step_time_regression": (
-        "a sustained 1.3x step time is not found: the rule goes pending at the change, but "
-        "its condition lapses before `for: 10m` passes (the CUSUM's reference, an EWMA over "
-        "200 steps, catches up with the new level)"
-    ),
 }
 
 
