@@ -234,6 +234,13 @@ def _mem_host(sig: Signal, t: np.ndarray) -> np.ndarray:
     return 100 * GB * (1 + 0.005 * sig.noise(t.size))
 
 
+def _host_memory(sig: Signal, faulty: bool) -> list[Stream]:
+    """A quarter of 400 GB used; faulty: the rest filled within 5 minutes from the onset."""
+    fill = _host("host.mem_used_bytes", _mem_host, lambda t, v: np.minimum(v + GB * t, 400 * GB))
+    (used,) = fill(sig, faulty)
+    return [used, replace(used, name="host.mem_total_bytes", value=np.full(used.ts.size, 400 * GB))]
+
+
 def _cpu(sig: Signal, t: np.ndarray) -> np.ndarray:
     return np.clip(60 + 8 * sig.noise(t.size), 0, 100)
 
@@ -382,6 +389,7 @@ CASES = [
         3600,
         NODE1,
     ),
+    Case("host_memory_filling", _host_memory, ONSET_HW, 180, NODE1),
     Case(
         "cpu_saturation",
         _host("host.cpu_core_max_pct", _cpu, lambda t, v: np.full(v.shape, 100.0)),
