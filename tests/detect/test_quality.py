@@ -215,11 +215,6 @@ PENDING = {
         "of the first steps, two heavy-tailed samples and the next one sit above the fence "
         "of the detrended 8-sample baseline"
     ),
-    "straggler": (
-        "a straggler (even at 2x) on a node whose clock is 1 s ahead of the others' is never "
-        "judged: its samples of a step come after most members reported later steps, so the "
-        "peers detector decides the step without them and counts them late"
-    ),
 }
 
 

@@ -177,7 +177,8 @@ def test_a_rollback_keeps_the_rate_lowered_since_its_checkpoint(
 
     with attach(run, collector, optimizer, save=save, load=load, scheduler=scheduler) as ctl:
         assert ctl.checkpoint()
-        lowered = until_answered(collector, collector.send("lower_lr", factor=0.5), model, optimizer)
+        lower = collector.send("lower_lr", factor=0.5)
+        lowered = until_answered(collector, lower, model, optimizer)
         answer = until_answered(collector, collector.send("rollback"), model, optimizer)
         scheduler.step()  # the scheduler's base rates are the lowered ones too
     assert lowered["result"] == answer["result"] == "ok"
