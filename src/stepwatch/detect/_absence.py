@@ -13,10 +13,11 @@ Every sample says its member is alive, but only a member that has sent a sample 
 clock (one without an optimizer step: a heartbeat, an agent's reading) is judged by its
 silence. Training metrics come at the pace of the steps, which an evaluation or a hung
 collective stops on every node alike: their silence alone means nothing, their presence that
-the process lives. So when a member has several sources (a node: its agent, its ranks), a
-source without a clock of its own corroborates the member's silence only if it fell silent
-with the rest, within ``timeout_s`` of the member's last sample; ranks that paused long before
-(the whole job hung) leave a silent agent unexplained, and no member is down for it.
+the process lives. So when a member has several sources (a node: its agent, its ranks), they
+corroborate the member's silence only if they all fell silent together, within a third of
+``timeout_s`` of the member's last sample; sources that paused apart (ranks in an evaluation
+pause, an agent that restarts meanwhile; ranks that paused long before when the whole job
+hung) leave the silence unexplained, and no member is down for it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from stepwatch.sdk import HEARTBEAT
 #: The label the engine gives every series for the process of its node that sent it, so that a
 #: rule ``by: [node, producer]`` compares the producers of each node with each other.
 PRODUCER = "producer"
+#: A node that dies takes every producer on it at once: their last samples lie within a sampling
+#: interval or two of each other. Producers that fell silent more than a third of the timeout
+#: apart (an agent restarting in the middle of an evaluation pause) fell silent for different
+#: reasons, and the node is not down for them.
+TOGETHER = 3.0
 #: The metric families a node's agent reads (its hardware); training processes send the rest.
 AGENT_FAMILIES = ("gpu.", "host.")
 
@@ -126,13 +132,13 @@ class Absence:
         return bool((self._source_clocked & (self._source_member == m)).any())
 
     def _together(self, m: int, a: float, ts: Floats, source: Ints, seen_before: Floats) -> bool:
-        """Whether every source of ``m`` without a clock fell silent with the rest of ``m``
-        (last heard at ``a``): within ``timeout_s`` of it, as of the samples up to ``a``."""
-        paced = np.flatnonzero((self._source_member == m) & ~self._source_clocked)
+        """Whether every source of ``m`` fell silent with the rest of ``m`` (last heard at
+        ``a``): within a third of ``timeout_s`` of it, as of the samples up to ``a``."""
+        mine = np.flatnonzero(self._source_member == m)
         upto = ts <= a
-        for q in paced.tolist():
+        for q in mine.tolist():
             last = max(float(seen_before[q]), float(ts[upto & (source == q)].max(initial=-np.inf)))
-            if last < a - self.timeout_s:
+            if last < a - self.timeout_s / TOGETHER:
                 return False
         return True
 

@@ -27,7 +27,7 @@ from ._reorder import Reorder, SeriesOrder, merge
 from ._rule_files import RuleFiles
 from ._rules import RuleError, RuleSet, across_members
 from ._silence_book import SilenceBook
-from ._silences import DEFAULT_INHIBITIONS, Inhibition, inhibited
+from ._silences import DEFAULT_INHIBITIONS, Inhibition, RecentlyResolved, inhibited
 
 __all__ = ["LiveDetector", "LiveStats", "ReloadOutcome"]
 
@@ -134,6 +134,7 @@ class LiveDetector:
         self._order = SeriesOrder()
         self._reorder = Reorder(lateness_s, max(lateness_s, 0.5), monotonic)
         self._open: dict[str, LiveAlert] = {}
+        self._resolved = RecentlyResolved(self._inhibitions)
         self._data_now = float("-inf")
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._queued = 0
@@ -381,7 +382,8 @@ class LiveDetector:
         silenced = self.silences.mutes(alert.match_labels)
         if alert.state == AlertState.FIRING:
             firing = [(a.kind, a.labels) for a in self._open.values() if a.id != alert.id]
-            muted = inhibited(alert.kind, alert.labels, firing, self._inhibitions)
+            recent = self._resolved.at(alert.ts)
+            muted = inhibited(alert.kind, alert.labels, firing, self._inhibitions, recent, alert.ts)
             return alert.but(silenced=silenced, inhibited=muted)
         before = self._open.get(alert.id) or self._opened_for(alert)
         if before is None:
@@ -400,8 +402,10 @@ class LiveDetector:
     def _track(self, alert: LiveAlert) -> None:
         if alert.state == AlertState.FIRING:
             self._open[alert.id] = alert
+            self._resolved.discard(alert.kind, alert.labels)
         else:
             self._open.pop(alert.id, None)
+            self._resolved.add(alert.kind, alert.labels, alert.ts)
 
     @staticmethod
     def _closed(alert: LiveAlert, ts: float, reason: str) -> LiveAlert:

@@ -16,7 +16,7 @@ from ._lifecycle import AlertState
 from ._recorded import read_recorded
 from ._registry import DETECTORS
 from ._rules import RuleSet, parse_rules
-from ._silences import DEFAULT_INHIBITIONS, Inhibition, inhibited
+from ._silences import DEFAULT_INHIBITIONS, Inhibition, RecentlyResolved, inhibited
 
 __all__ = ["BUILTIN_RULES", "builtin_rules", "replay", "to_record"]
 
@@ -41,16 +41,21 @@ def replay(
     alert firing at that moment inhibits (what would have reached people)."""
     engine = Engine(rules)
     firing: dict[tuple[str, tuple[tuple[str, str], ...]], Alert] = {}
+    resolved = RecentlyResolved(inhibitions)
     for chunk in read_recorded(path, run=run):
         for alert in engine.process(chunk.batch):
             key = (alert.kind, tuple(sorted(alert.labels.items())))
             if alert.state == AlertState.RESOLVED:
                 firing.pop(key, None)
+                resolved.add(alert.kind, alert.labels, alert.ts)
             elif alert.state == AlertState.FIRING:
                 sources = [(a.kind, a.labels) for a in firing.values()]
                 if alert.rule.signal.metrics:  # a log alert is an event: nothing resolves it
                     firing[key] = alert
-                if not inhibited(alert.kind, alert.labels, sources, inhibitions):
+                    resolved.discard(alert.kind, alert.labels)
+                recent = resolved.at(alert.ts)
+                muted = inhibited(alert.kind, alert.labels, sources, inhibitions, recent, alert.ts)
+                if not muted:
                     yield alert
         on_samples(len(chunk.batch))
 
