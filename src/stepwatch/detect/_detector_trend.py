@@ -217,19 +217,22 @@ def _inliers(value: Floats, line: Floats, span: int) -> Bools:
     keep = np.ones(value.shape, dtype=bool)
     level, slope, dev, streak, seen = line.tolist()
     alpha = 1.0 - 0.5 ** (1.0 / span)
+    fence = 3.0 * MAD_SCALE * dev
     for i, x in enumerate(value.tolist()):
         if seen == 0 or streak >= span:  # the first sample, or a level moved for good
             level, slope, streak, seen = x, 0.0, 0, max(seen, 1)
             continue
         level += slope
         off = x - level
-        if seen >= _MIN_SEEN and abs(off) > 3.0 * MAD_SCALE * dev:
+        size = abs(off)
+        if size > fence and seen >= _MIN_SEEN:
             keep[i], streak = False, streak + 1
             continue
-        a = max(alpha, 1.0 / (seen + 1))  # a plain mean of what there is, at first
+        a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1)  # a plain mean at first
         streak, seen = 0, seen + 1
         # the median absolute deviation: up or down by a share, never pulled by an outlier
-        dev = abs(off) if dev == 0 else dev * (1.0 + a if abs(off) > dev else 1.0 / (1.0 + a))
+        dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+        fence = 3.0 * MAD_SCALE * dev
         level += a * (2.0 - a) * off  # Brown's double smoothing: no lag on a steady fall
         slope += a * a * off
     line[:] = (level, slope, dev, streak, seen)
