@@ -445,6 +445,40 @@ def test_plateau_fires_on_a_stall_but_not_on_the_ordinary_slow_down(
     assert hits.size and 4000 <= hits[0] < 5000
 
 
+def _held_plateau(steps: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """Where Plateau has held for 100 steps, as the built-in rule holds it."""
+    anomalous = Plateau().update(steps, loss).anomalous
+    return np.flatnonzero(HoldFor(for_s=99.0).update(steps, anomalous.astype(float)).anomalous)
+
+
+@pytest.mark.parametrize("offset", [10.0, 300.0])
+def test_plateau_under_heavy_tailed_noise_is_found_and_a_slow_fall_is_not_one(
+    offset: float,
+) -> None:
+    # Student-t(3) noise of 2 % of the loss: outliers both ways that inflate a plain
+    # least-squares error, as a real loss has them
+    steps = np.arange(8000.0)
+    base = 2.0 + 8.0 * (steps + offset) ** -0.4
+    for seed in range(10):
+        jitter = 1 + 0.02 * np.random.default_rng(seed).standard_t(3, steps.size)
+        assert _held_plateau(steps, base * jitter).size == 0, seed
+        stalled = _held_plateau(steps, np.where(steps < 4000, base, base[4000]) * jitter)
+        assert stalled.size and 4000 <= stalled[0] < 5500, seed
+
+
+def test_heavy_tailed_noise_makes_no_plateau_of_a_long_run_a_spike_or_a_divergence() -> None:
+    steps = np.arange(8000.0)
+    jitter = 1 + 0.02 * np.random.default_rng(5).standard_t(3, steps.size)
+    late = (2.0 + 8.0 * (steps + 20000) ** -0.4) * jitter  # resumed late: falling slowly
+    assert _held_plateau(steps, late).size == 0
+    young = (2.0 + 8.0 * (steps + 10) ** -0.4) * jitter
+    spiked = young.copy()
+    spiked[5000:5040] *= 3.0
+    assert _held_plateau(steps, spiked).size == 0
+    diverging = young * np.where(steps < 5000, 1.0, 1 + 0.0005 * (steps - 5000))
+    assert _held_plateau(steps, diverging).size == 0
+
+
 def test_rise_measures_the_smoothed_value_above_its_recent_best() -> None:
     steps = np.arange(3000.0)
     loss = 2.0 + 8.0 * (steps + 10) ** -0.4  # falling: never above its best

@@ -22,6 +22,7 @@ from stepwatch.detect._base import (
 from stepwatch.detect._detectors import MAD_SCALE
 
 HOUR_S = 3600.0
+_MIN_SEEN = 10  # samples counted before any is judged an outlier
 _FLAT = 1e-9  # a relative fall this small is none, even where a noise-free fit has no error
 
 
@@ -160,11 +161,12 @@ class Plateau(Detector):
     standard error is at most ``ratio`` of it and the recent line is within ``significance`` / 2
     standard errors of flat (a rise is not a plateau either). The ordinary slow-down of
     training keeps falling measurably, so it is not a plateau however young or old the run.
-    A spike and its tail are left out of the fits. Score: recent / earlier fall. State: a ring
-    of (1 + ``history``) x ``window`` values and weights.
+    Outliers either way and a spike with its tail are left out of the fits, so that their
+    standard errors are those of the bulk of the noise, not of its heavy tails. Score: recent
+    / earlier fall. State: a ring of (1 + ``history``) x ``window`` values and weights.
     """
 
-    _state_keys = ("ring", "count", "floor")
+    _state_keys = ("ring", "count", "line")
 
     def __init__(
         self,
@@ -182,13 +184,13 @@ class Plateau(Detector):
         self.window, self.history = int(window), int(history)
         self.ratio, self.min_fall = float(ratio), float(min_fall)
         self.significance = float(significance)
-        self.floor = np.array([math.nan, math.nan, 0.0])  # level, deviation, excluded in a row
+        self.line = np.zeros(5)  # level, slope, deviation, left out in a row, counted
         self._span = (1 + self.history) * self.window
         self.ring = np.zeros((2, self._span))  # values, weights (0: outlier or not yet seen)
         self.count = 0
 
     def _score(self, ts: Floats, value: Floats) -> Verdict:
-        inlier = _below_spikes(value, self.floor, self.window // 10)
+        inlier = _inliers(value, self.line, self.window // 10)
         y = np.concatenate([self.ring[0], np.where(inlier, value, 0.0)])
         w = np.concatenate([self.ring[1], inlier.astype(np.float64)])
         self.ring = np.vstack([y, w])[:, -self._span :].copy()
@@ -215,30 +217,41 @@ class Plateau(Detector):
         return Warmup(self.count, self._span) if self.count < self._span else None
 
 
-def _below_spikes(value: Floats, floor: Floats, span: int) -> Bools:
-    """Which samples a fit of the trend should use: not those of a spike and its tail.
+def _inliers(value: Floats, line: Floats, span: int) -> Bools:
+    """Which samples a fit of the trend should use: not outliers, nor a spike and its tail.
 
-    A sample counts unless it stands more than 3 robust deviations above the level of the
-    samples that counted (EWMAs over ``span`` samples): spikes only go up, and leaving out a
-    whole spike, tail included, keeps it from bending the line. After ``span`` samples left out
-    in a row the level has moved for good and is taken as it is. ``floor`` (level, deviation,
-    left out in a row) is updated in place. A loop: this reads one loss sample per step.
+    A sample counts unless it stands more than 3 robust deviations (the median absolute
+    deviation, scaled) off a local line, above or below: a level and slope smoothed over
+    ``span`` samples (Brown's double exponential smoothing) from the samples that counted
+    only. Heavy-tailed noise then neither bends the fits nor inflates their standard errors,
+    and a line with a slope does not lag a falling loss as a level would (which would leave
+    out its lower half). Leaving out a whole spike, tail included, keeps it from bending the
+    fits. After ``span`` samples left out in a row the level has moved for good and is taken
+    as it is. ``line`` (level, slope, deviation, left out in a row, counted) is updated in
+    place. A loop: this reads one loss sample per step.
     """
     keep = np.ones(value.shape, dtype=bool)
-    level, dev, streak = float(floor[0]), float(floor[1]), int(floor[2])
+    level, slope, dev, streak, seen = line.tolist()
     alpha = 1.0 - 0.5 ** (1.0 / span)
+    fence = 3.0 * MAD_SCALE * dev
     for i, x in enumerate(value.tolist()):
-        if math.isnan(level) or streak >= span:  # the first sample, or a level moved for good
-            level, streak = x, 0
-            dev = 0.0 if math.isnan(dev) else dev
+        if seen == 0 or streak >= span:  # the first sample, or a level moved for good
+            level, slope, streak, seen = x, 0.0, 0, max(seen, 1)
             continue
-        if dev > 0 and x > level + 3.0 * MAD_SCALE * dev:
+        level += slope
+        off = x - level
+        size = abs(off)
+        if size > fence and seen >= _MIN_SEEN:
             keep[i], streak = False, streak + 1
             continue
-        streak = 0
-        dev += alpha * (abs(x - level) - dev)
-        level += alpha * (x - level)
-    floor[:] = (level, dev, streak)
+        a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1)  # a plain mean at first
+        streak, seen = 0, seen + 1
+        # the median absolute deviation: up or down by a share, never pulled by an outlier
+        dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+        fence = 3.0 * MAD_SCALE * dev
+        level += a * (2.0 - a) * off  # Brown's double smoothing: no lag on a steady fall
+        slope += a * a * off
+    line[:] = (level, slope, dev, streak, seen)
     return keep
 
 
