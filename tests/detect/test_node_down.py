@@ -31,7 +31,8 @@ class Cluster:
     it is lost (every producer on it stops; no step completes anywhere after); ``crash``:
     rank -> when its process dies (no step completes anywhere after, its agent goes on);
     ``heartbeats``: the SDK processes and agents send stepwatch.heartbeat_s as they do for
-    real (the generated scenarios have none); ``ranks``: whether any SDK process reports.
+    real (the generated scenarios have none); ``ranks``: whether any SDK process reports;
+    ``pause``: (from, to) of an evaluation, in which no step completes anywhere.
     Every node's clock is off by up to a second, and 5 % of the agents' samples are lost.
     """
 
@@ -40,6 +41,7 @@ class Cluster:
     crash: dict[int, float] = field(default_factory=dict)
     heartbeats: bool = False
     ranks: bool = True
+    pause: tuple[float, float] = (math.inf, math.inf)
 
     def hang(self) -> float:
         return min([*self.dies.values(), *self.crash.values(), math.inf])
@@ -73,6 +75,7 @@ class Cluster:
             labels = {**run_node, "rank": str(rank)}
             gone = min(alive, self.crash.get(rank, math.inf))
             steps = np.arange(STEP_S, min(END, self.hang()), STEP_S)
+            steps = steps[(steps < self.pause[0]) | (steps >= self.pause[1])]
             rows += [(t, "train.step_time_s", labels, int(t), STEP_S) for t in steps]
             if rank == 0:
                 rows += [(t, "train.loss", labels, int(t), 2.0) for t in steps]
@@ -131,6 +134,17 @@ def test_an_agent_that_pauses_after_a_lost_node_hung_the_job_is_no_second_lost_n
 ) -> None:
     found = _replayed(Cluster(dies={2: 400.0}, agent_gap={1: (600.0, 690.0)}), tmp_path)
     assert [(k, lab["node"]) for k, lab, _, _ in found] == [("node_down", "node2")]
+
+
+@pytest.mark.parametrize("heartbeats", [False, True], ids=["no heartbeats", "heartbeats"])
+def test_an_agent_that_restarts_during_an_evaluation_pause_is_no_lost_node(
+    heartbeats: bool, tmp_path: Path
+) -> None:
+    paused = Cluster(pause=(300.0, 390.0), agent_gap={1: (330.0, 400.0)}, heartbeats=heartbeats)
+    found = _replayed(paused, tmp_path)
+    assert "node_down" not in [kind for kind, *_ in found]
+    if heartbeats:  # the ranks' processes beat through the pause: the agent alone was silent
+        assert [(k, lab["producer"]) for k, lab, _, _ in found] == [("telemetry_gap", "agent")]
 
 
 def test_a_node_without_training_processes_is_down_when_its_agent_falls_silent(

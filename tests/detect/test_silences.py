@@ -6,7 +6,14 @@ import threading
 
 import pytest
 
-from stepwatch.detect._silences import Inhibition, Matcher, Silence, inhibited
+from stepwatch.detect._silences import (
+    WAITING_S,
+    Inhibition,
+    Matcher,
+    RecentlyResolved,
+    Silence,
+    inhibited,
+)
 
 ALERT = {"kind": "gpu_thermal", "node": "node3", "gpu": "6", "run": "r1"}
 
@@ -54,6 +61,27 @@ def test_node_down_inhibits_that_nodes_stragglers_but_not_others() -> None:
     assert not inhibited("straggler", {"rank": "17"}, down)  # no node: nothing to compare
     custom = [Inhibition("disk_full", frozenset({"checkpoint_slow"}), ("node",))]
     assert inhibited("checkpoint_slow", {"node": "n"}, [("disk_full", {"node": "n"})], custom)
+
+
+def test_a_resolved_cause_explains_its_waiting_symptoms_while_their_windows_hold_it() -> None:
+    recent = RecentlyResolved()
+    recent.add("dataloader_bottleneck", {"run": "r", "node": "node3"}, 1000.0)
+    recent.add("gpu_thermal", {"run": "r", "node": "node3"}, 1000.0)  # inhibits nothing: not kept
+    idle = {"run": "r", "node": "node1", "gpu": "2"}
+
+    def muted(kind: str, at: float, labels: dict[str, str] = idle) -> bool:
+        return inhibited(kind, labels, [], resolved=recent.at(at), at=at)
+
+    assert muted("gpu_underutilized", 1000.0 + WAITING_S)  # its window still holds the cause
+    assert not muted("gpu_underutilized", 1001.0 + WAITING_S)
+    assert recent.entries == {}  # forgotten once it can explain nothing: bounded
+    recent.add("dataloader_bottleneck", {"run": "r", "node": "node3"}, 1000.0)
+    assert not muted("gpu_underutilized", 1100.0, {**idle, "run": "other"})  # another run's
+    assert muted("sync_latency", 1100.0, {"run": "r", "node": "node1"})
+    recent.add("node_down", {"run": "r", "node": "node1"}, 1000.0)  # explains only while down
+    assert not muted("telemetry_gap", 1001.0, {"run": "r", "node": "node1", "producer": "agent"})
+    recent.discard("dataloader_bottleneck", {"run": "r", "node": "node3"})  # firing again
+    assert not muted("gpu_underutilized", 1100.0)
 
 
 def test_a_catastrophic_pattern_matches_a_long_value_at_once() -> None:
