@@ -8,7 +8,6 @@ batches (column arrays plus log events) and never looks at a clock.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,22 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from .._regex import compile_regex
 from ..model import NO_STEP, Event, SampleBatch, SeriesKey
 from ._absence import PRODUCER, Absence, AbsenceFinding, producer
+from ._alert import Alert, _alert, _entity
 from ._base import Detector, Warmup
 from ._dedup import Dedup
 from ._lifecycle import AlertState, Lifecycle, Transition
+from ._log_rules import LOG_REPEAT_S, LogRule
 from ._registry import DETECTORS
-from ._rules import Comparison, LogMatch, Rule, RuleSet, across_members
-from ._templates import render
+from ._rules import Comparison, Rule, RuleSet, across_members
 
 __all__ = ["LOG_REPEAT_S", "Alert", "Engine"]
 
-#: A log rule fires again for the same entity only after this much quiet (an incident's span).
-LOG_REPEAT_S = 600.0
-#: How much of the matching log line a log alert quotes.
-LOG_LINE_CHARS = 2000
 #: Clock skew tolerated between a sample and its divisor (``divide_by``), in seconds.
 SKEW_S = 1.0
 
@@ -40,51 +35,6 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne,
     "&": lambda value, bits: (np.nan_to_num(value).astype(np.int64) & int(bits)) != 0,
 }  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """An alert that changed state: which rule, about which entity, when, and what to say."""
-
-    rule: Rule
-    state: str
-    ts: float
-    since: float
-    value: float
-    labels: dict[str, str]
-    annotations: dict[str, str] = field(default_factory=dict)
-    baseline: float | None = None  # what the value was judged against, when the rule has it
-
-    @property
-    def kind(self) -> str:
-        return self.rule.kind
-
-    @property
-    def severity(self) -> str:
-        return self.rule.severity
-
-
-def _entity(rule: Rule, labels: Mapping[str, str]) -> dict[str, str]:
-    """The alert's entity: the run plus the labels the rule groups by."""
-    keys = ("run", *rule.signal.by)
-    return {k: labels[k] for k in keys if k in labels}
-
-
-def _utc(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _alert(rule: Rule, entity: dict[str, str], t: Transition) -> Alert:
-    labels = {**entity, **dict(rule.labels)}
-    values = {
-        "value": t.value,
-        "baseline": t.baseline,
-        "since": _utc(t.since),
-        "kind": rule.kind,
-        "severity": rule.severity,
-    }
-    notes = {name: render(text, labels, values) for name, text in rule.annotations}
-    return Alert(rule, t.state, t.ts, t.since, t.value, labels, notes, t.baseline)
 
 
 def _where(rule: Rule, value: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -216,36 +166,6 @@ class _Group:
 _InGroup = tuple[_Group, int, int]
 
 
-class _LogRule:
-    """A log rule: a compiled matcher plus when it last fired per entity."""
-
-    def __init__(self, rule: Rule, match: LogMatch) -> None:
-        self.rule, self.match = rule, match
-        self.regex = compile_regex(match.regex) if match.regex else None
-        self.exclude = compile_regex(match.exclude) if match.exclude else None
-        self.last: dict[tuple[tuple[str, str], ...], float] = {}
-
-    def matches(self, text: str) -> bool:
-        if self.regex is not None and not self.regex.search(text):
-            return False
-        if not all(word in text for word in self.match.all):
-            return False
-        if self.match.any and not any(word in text for word in self.match.any):
-            return False
-        return self.exclude is None or not self.exclude.search(text)
-
-    def fire(self, event: Event) -> Alert | None:
-        entity = _entity(self.rule, event.labels)
-        key = tuple(sorted(entity.items()))
-        last = self.last.get(key)
-        self.last[key] = event.ts
-        if last is not None and event.ts - last < LOG_REPEAT_S:
-            return None
-        alert = _alert(self.rule, entity, Transition(AlertState.FIRING, event.ts, event.ts, 1.0))
-        alert.annotations["line"] = event.text[:LOG_LINE_CHARS]  # what was said, verbatim
-        return alert
-
-
 class Engine:
     """Runs ``rules`` over batches in data time; ``process`` returns the alerts that changed.
 
@@ -259,7 +179,7 @@ class Engine:
     ):
         self._detectors = detectors
         self._metric_rules = [r for r in rules.rules if r.signal.metrics]
-        self._log_rules = [_LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
+        self._log_rules = [LogRule(r, r.signal.log) for r in rules.rules if r.signal.log]
         self._routes: dict[SeriesKey, list[_Binding | _InGroup | _AsOf]] = {}
         self._divisors: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _AsOf] = {}
         self._groups: dict[tuple[tuple[str, str], tuple[tuple[str, str], ...]], _Group] = {}
@@ -323,7 +243,7 @@ class Engine:
             log_rule.rule = new[log_rule.rule.key]
         self._metric_rules = [r for r in rules.rules if r.signal.metrics]
         self._log_rules = [
-            logs.get(r.key) or _LogRule(r, r.signal.log) for r in rules.rules if r.signal.log
+            logs.get(r.key) or LogRule(r, r.signal.log) for r in rules.rules if r.signal.log
         ]
         self._divisors = {k: d for k, d in self._divisors.items() if k[0] in kept}
         self._groups = {k: g for k, g in self._groups.items() if k[0] in kept}
