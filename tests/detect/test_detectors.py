@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepwatch.detect._base import Detector, Verdict, decayed_cumsum
+from stepwatch.detect._detector_iqr import IqrFence
 from stepwatch.detect._detector_trend import Plateau, Rise, TrendSlope
 from stepwatch.detect._detectors import (
     Cusum,
     HoldFor,
-    IqrFence,
     NonFinite,
     RobustZ,
     Share,

@@ -4,8 +4,9 @@ lifecycle, silences and inhibition, and reading recorded runs for replay."""
 from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict, Warmup
+from ._detector_iqr import IqrFence
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
-from ._detectors import MAD_SCALE, Cusum, HoldFor, IqrFence, NonFinite, RobustZ, Share, Threshold
+from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
 from ._engine import LOG_REPEAT_S, Alert, Engine
 from ._grouping import AlertGroup, group_alerts
 from ._lifecycle import AlertState, Lifecycle, Transition

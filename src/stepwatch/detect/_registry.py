@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ._absence import Absence
+from ._detector_iqr import IqrFence
 from ._detector_trend import Plateau, Rise, TrendSlope
-from ._detectors import Cusum, IqrFence, NonFinite, RobustZ, Share
+from ._detectors import Cusum, NonFinite, RobustZ, Share
 from ._peers import PeerComparison
 
 __all__ = ["DETECTORS"]
