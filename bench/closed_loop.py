@@ -25,6 +25,7 @@ figures; never passes or fails.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import statistics
 import tempfile
@@ -125,8 +126,8 @@ class Training:
         return self.curve.losses[-1]
 
     def save(self, step: int) -> None:
-        self.saved = {"model": _copy(self.model.state_dict()),
-                      "opt": _copy(self.optimizer.state_dict())}  # fmt: skip
+        self.saved = {"model": copy.deepcopy(self.model.state_dict()),
+                      "opt": copy.deepcopy(self.optimizer.state_dict())}  # fmt: skip
 
     def load(self, step: int) -> None:
         self.model.load_state_dict(self.saved["model"])
@@ -154,16 +155,6 @@ def train(seed: int, args: argparse.Namespace, run: stepwatch.Run | None) -> Cur
         if ctl is not None:
             ctl.close()
     return training.curve
-
-
-def _copy(state: object) -> object:
-    if isinstance(state, torch.Tensor):
-        return state.clone()
-    if isinstance(state, dict):
-        return {k: _copy(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_copy(v) for v in state]
-    return state
 
 
 def judge(curve: Curve) -> Outcome:

@@ -4,6 +4,7 @@ two steps, and the training recovers."""
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 import time
@@ -102,7 +103,9 @@ class Diverging:
         return self.lowered is not None and self.median(len(self.losses)) < 1.2 * self.best
 
     def save(self, step: int) -> None:
-        self.saved = _copy({"model": self.model.state_dict(), "opt": self.optimizer.state_dict()})
+        self.saved = copy.deepcopy(
+            {"model": self.model.state_dict(), "opt": self.optimizer.state_dict()}
+        )
 
     def load(self, step: int) -> None:
         self.model.load_state_dict(self.saved["model"])
@@ -220,7 +223,7 @@ def test_a_nan_gradient_is_rolled_back_then_skipped_and_training_goes_on(
 
     def save(step: int) -> None:
         saved[step] = {"model": model.state_dict(), "opt": optimizer.state_dict()}
-        saved[step] = {k: _copy(v) for k, v in saved[step].items()}
+        saved[step] = {k: copy.deepcopy(v) for k, v in saved[step].items()}
 
     def load(step: int) -> None:
         model.load_state_dict(saved[step]["model"])
@@ -253,13 +256,3 @@ def test_a_nan_gradient_is_rolled_back_then_skipped_and_training_goes_on(
     assert all(math.isfinite(v) for v in losses[second_nan:])
     assert losses[-1] < min(losses[:30])
     assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
-
-
-def _copy(state: Any) -> Any:
-    if isinstance(state, torch.Tensor):
-        return state.clone()
-    if isinstance(state, dict):
-        return {k: _copy(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_copy(v) for v in state]
-    return state
