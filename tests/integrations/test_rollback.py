@@ -52,11 +52,12 @@ class HfSabotage(TrainerCallback):
     weights NaN at step 5 (so that checkpoint-6 is bad) and then asks for a rollback; keeps
     what the weights came back as, and stops 3 steps on."""
 
-    def __init__(self, url: str, run: str, flag: bool) -> None:
-        self.url, self.run, self.flag = url, run, flag
+    def __init__(self, url: str, run: str, flag: bool, lower_first: bool = False) -> None:
+        self.url, self.run, self.flag, self.lower_first = url, run, flag, lower_first
         self.restored_at: int | None = None
         self.weights: dict[str, torch.Tensor] = {}
         self.adam_step = self.scheduler_epoch = -1
+        self.base_lrs: list[float] = []
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step, model = state.global_step, kwargs["model"]
@@ -69,12 +70,14 @@ class HfSabotage(TrainerCallback):
             self.weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             self.adam_step = int(kwargs["optimizer"].state_dict()["state"][0]["step"])
             self.scheduler_epoch = kwargs["lr_scheduler"].last_epoch
+            self.base_lrs = list(kwargs["lr_scheduler"].base_lrs)
         if self.restored_at is not None and step >= self.restored_at + 3:
             control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step == 6:
-            queue_commands(self.url, self.run, [("rollback", {})])
+            lower = [("lower_lr", {"factor": 0.5})] if self.lower_first else []
+            queue_commands(self.url, self.run, [*lower, ("rollback", {})])
 
 
 def hf_train(
@@ -132,6 +135,21 @@ def test_the_hugging_face_trainer_rolls_back_to_its_last_good_checkpoint(
     final = trainer.model.state_dict()
     assert finite(final.values())
     assert any(not torch.equal(final[k], v) for k, v in saved.items())
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_hugging_face_rollback_keeps_the_rate_lowered_after_its_checkpoint(
+    server: Any, tmp_path: Path
+) -> None:
+    queue_commands(server.url, "r-hf-lr", [])
+    sabotage = HfSabotage(server.url, "r-hf-lr", flag=True, lower_first=True)
+    hf_train(server, tmp_path, "r-hf-lr", sabotage)
+    told = answers(server.url, "r-hf-lr")
+    assert told["lower_lr"][0] == "ok"
+    status, detail = told["rollback"]
+    assert status == "ok" and "checkpoint-3 (step 3)" in detail and "kept lowered" in detail
+    assert sabotage.scheduler_epoch == 3  # the scheduler's state is the checkpoint's ...
+    assert sabotage.base_lrs == [pytest.approx(5e-4)] * 2  # ... at the lowered rates
 
 
 @pytest.mark.usefixtures("offline")
