@@ -80,10 +80,11 @@ class IqrFence(Detector):
             beyond = enough & (np.abs(trended) >= self.k)
             skip = self._skipped(beyond, np.abs(trended) >= FAR_OUT * self.k)
             cols = (self.guard - skip)[:, None] + np.arange(self.window)
-            spread, line, steep = _robust_line(
-                np.take_along_axis(windows, cols, 1), skip.astype(np.float64)
-            )
+            judged = np.take_along_axis(windows, cols, 1)
+            spread, line, steep = _robust_line(judged, skip.astype(np.float64))
             trended, on_line = _fenced(value, spread, line)
+            # not above where the series stands: no spike, however far above the line
+            trended = np.where(value > _level(judged, self.guard), trended, np.minimum(trended, 0))
             signed, baseline = np.where(steep, trended, signed), np.where(steep, on_line, baseline)
         score = np.where(enough, directed(signed, self.direction), np.nan)
         return BaselineVerdict(score, score >= self.k, baseline)
@@ -130,6 +131,16 @@ def _percentiles(windows: Floats, q: list[float]) -> Floats:
     out[:, full] = np.percentile(windows[full], q, axis=1)
     out[:, ~full] = np.nanpercentile(windows[~full], q, axis=1)
     return out
+
+
+def _level(windows: Floats, last: int) -> Floats:
+    """The median of each window's ``last`` samples: where the series stands now. A falling
+    curve that flattens (a young run's loss past its steepest steps) stands above the line
+    drawn through the window, noise and all; a spike rises above where the series stands,
+    not only above that line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # windows still all NaN
+        return _percentiles(windows[:, -last:], [50.0])[0]
 
 
 def _robust_line(windows: Floats, ahead: Floats) -> tuple[Floats, Floats, Bools]:
