@@ -41,26 +41,15 @@ from _collector import free_port, start_collector
 import stepwatch
 from stepwatch.torch import control
 
-#: The policy of the README's "Training control" section, as a user copies it.
-POLICY = """
-policies:
-  observe_only: false          # true: decisions are only audited as "would have"
-  max_actions_per_run: 5
-  rules:
-    - name: divergence
-      kinds: [loss_divergence]
-      cooldown: 10m
-      steps:                   # each only while the alert still fires
-        - {action: notify}
-        - {action: lower_lr, args: {factor: 0.5}}
-        - {after: 5m, action: stop, args: {timeout_s: 120}}
-    - name: nonfinite
-      kinds: [nonfinite]
-      cooldown: 10m
-      steps:
-        - {action: rollback}
-        - {action: skip_step, args: {steps: 100}}
-"""
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_policy() -> str:
+    """The policy of the README's "Training control" section, as a user copies it."""
+    text = README.read_text()
+    start = text.index("```yaml\npolicies:") + len("```yaml\n")
+    return text[start : text.index("```", start)]
+
 
 MEDIAN_OF = 20  # losses in the median that judges start and recovery
 WARMUP = 300  # steps of the learning-rate warm-up
@@ -215,7 +204,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home, port = Path(tmp), free_port()
-        (home / "policy.yaml").write_text(POLICY)
+        (home / "policy.yaml").write_text(readme_policy())
         rules = ["--rules", str(home / "policy.yaml")]
         rules += ["--rules", str(args.rules)] if args.rules else []
         url = f"http://127.0.0.1:{port}"
