@@ -139,8 +139,9 @@ def create_app(
     )
     writer.on_commit.append(detection.live.feed)
     notifications = Notifications(
-        notify, detection.live, detection.log.record, clock, scope.project_of
-    )
+        notify, detection.live, detection.log.record, clock, scope.project_of,
+        history=detection.log.audits_since,
+    )  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
