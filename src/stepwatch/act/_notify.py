@@ -128,7 +128,8 @@ class Notifier:
         with self._wake:
             wall, shift = self._clock(), self._clock() - self._monotonic()
             state = self._dispatch.state(lambda t: t + shift)
-            return Saved(wall, state, list(self._inbox), list(self._unsent.values())).encode()
+            saved = Saved(wall, state, list(self._inbox), list(self._unsent.values()))
+        return saved.encode()  # its alerts and messages are frozen: no need to hold the lock
 
     def restore(self, state: bytes) -> None:
         """Take back a snapshot and count the deliveries audited since as sent (call before
@@ -179,9 +180,20 @@ class Notifier:
                 if not (self._inbox or self._closing) and wait > 0:
                     self._wake.wait(None if math.isinf(wait) else wait)
                 closing = self._closing  # what was submitted before the stop is still filed
-                while self._inbox:
-                    self._step(self._dispatch.add, self._inbox.popleft(), self._monotonic())
+            while self._file_one():
+                pass
+            with self._wake:
                 self._step(self._flush, closing)
+
+    def _file_one(self) -> bool:
+        """File the oldest waiting transition, if any: one at a time, so that the detector's
+        ``submit`` never waits for a burst to be filed, and a snapshot sees each one either
+        waiting or filed."""
+        with self._wake:
+            if not self._inbox:
+                return False
+            self._step(self._dispatch.add, self._inbox.popleft(), self._monotonic())
+            return True
 
     def _flush(self, everything: bool) -> None:
         """Hand what is due (everything unsent, at a stop) to the receivers' threads."""

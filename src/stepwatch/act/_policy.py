@@ -78,7 +78,8 @@ class PolicyEngine:
     def snapshot(self) -> bytes:
         """Escalations, budgets and cool-downs as they stand between two decisions."""
         with self._lock:
-            return self._state.encode(self._clock())
+            body = self._state.body(self._clock())
+        return PolicyState.encode(body)
 
     def restore(self, state: bytes) -> None:
         """Take back a snapshot and the decisions recorded since it was taken (call before

@@ -77,7 +77,8 @@ class PolicyState:
 
     # ---- the checkpoint -----------------------------------------------------------------
 
-    def encode(self, taken: float) -> bytes:
+    def body(self, taken: float) -> dict[str, Any]:
+        """A copy of the state, in the checkpoint's form (``encode`` it without the lock)."""
         active = [
             {"policy": k[0], "run": e.run, "started": e.started, "done": e.done,
              "alert": e.alert.as_json()}
@@ -86,7 +87,11 @@ class PolicyState:
         past = [[k[0], k[1], p.run, p.started, p.done, p.over] for k, p in self.past.items()]
         acted = [[policy, run, ts] for (policy, run), ts in self.acted.items()]
         body = {"taken": taken, "active": active, "past": past, "acted": acted}
-        return encode(FORMAT, body | {"actions": self.actions})
+        return body | {"actions": dict(self.actions)}
+
+    @staticmethod
+    def encode(body: dict[str, Any]) -> bytes:
+        return encode(FORMAT, body)
 
     @classmethod
     def decode(cls, state: bytes, policies: Policies | None) -> tuple[PolicyState, float]:
