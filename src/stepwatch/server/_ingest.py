@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
@@ -110,9 +109,6 @@ def _counting(stats: IngestStats) -> type[APIRoute]:
                     return await handle(request)
                 except ApiError as exc:
                     stats.rejected[exc.status, exc.reason] += 1
-                    raise
-                except RequestValidationError:
-                    stats.rejected[400, "invalid"] += 1
                     raise
                 except Exception:
                     stats.rejected[500, "internal"] += 1
