@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -144,7 +145,8 @@ class Figures(Collector):
             ("stepwatch_ingest_events", "Events applied, by wire format.", stats.events),
         ):
             yield _counter(name, doc, ("format",), {w: counts[w] for w in WIRE_FORMATS})
-        rejected = {(str(status), reason): n for (status, reason), n in stats.rejected.items()}
+        counted = dict(stats.rejected)  # one step under the GIL: the event loop adds keys
+        rejected = {(str(status), reason): n for (status, reason), n in counted.items()}
         yield _counter(
             "stepwatch_ingest_rejected_batches",
             "Ingest requests refused, by HTTP status and cause.",
@@ -196,10 +198,7 @@ class Figures(Collector):
             yield CounterMetricFamily(name, doc, value=value)
 
     def _alerts(self) -> Iterator[Metric]:
-        firing: dict[tuple[str, str], int] = {}
-        for alert in self.parts.live.firing():
-            key = (alert.kind, alert.severity)
-            firing[key] = firing.get(key, 0) + 1
+        firing = Counter((a.kind, a.severity) for a in self.parts.live.firing())
         family = GaugeMetricFamily(
             "stepwatch_alerts_firing",
             "Alerts firing now, by kind and severity.",
