@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..model import SampleBatch
 
@@ -192,25 +192,22 @@ class GroupWriter:
             for item in group:
                 self._apply([item])
             return
-        self._timed(self._monotonic() - started)
+        self._tell(self.on_commit_seconds, self._monotonic() - started)
         for item, applied in zip(group, results, strict=True):
             item.future.set_result(applied)
             self._rows_since_compact += len(item.batch) if applied else 0
         self._notify([item.batch for item, applied in zip(group, results, strict=True) if applied])
 
-    def _timed(self, seconds: float) -> None:
-        for hook in self.on_commit_seconds:
-            try:
-                hook(seconds)
-            except Exception:
-                log.exception("commit timing hook %r failed", hook)
-
     def _notify(self, committed: list[SampleBatch]) -> None:
-        if not committed:
-            return
-        for hook in self.on_commit:
+        if committed:
+            self._tell(self.on_commit, committed)
+
+    @staticmethod
+    def _tell(hooks: Sequence[Callable[[Any], None]], news: Any) -> None:
+        """Each hook in turn; one that raises is logged and the others still run."""
+        for hook in hooks:
             try:
-                hook(committed)
+                hook(news)
             except Exception:
                 log.exception("commit hook %r failed", hook)
 
