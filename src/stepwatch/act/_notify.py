@@ -21,7 +21,7 @@ import math
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +47,7 @@ _SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not
 MAX_TRANSITIONS = 10_000
 #: Messages waiting for one receiver (one that is down retries each with backoff).
 MAX_OUTBOX = 1_000
+_RESULTS = ("ok", "failed")
 
 
 class _Outbox:
@@ -103,6 +104,8 @@ class Notifier:
         self._max_transitions, self._closing, self._dropped = max_transitions, False, 0
         self._unsent: dict[int, Notification] = {}
         self._tokens = itertools.count()
+        self._outcomes: Counter[tuple[str, str]] = Counter()  # (receiver, ok|failed): messages
+        self._outcomes_lock = threading.Lock()  # receivers' threads and the deciding one count
         self._outboxes = {
             name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
         }
@@ -147,6 +150,18 @@ class Notifier:
             for notification in unsent:
                 self._hand_over(notification)
         log.info("notification state restored: %d messages to deliver again", len(unsent))
+
+    @property
+    def dropped(self) -> int:
+        """Alert transitions dropped since the start: the deciding thread was too far behind."""
+        return self._dropped
+
+    def outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages since the start by receiver and result (``ok`` or ``failed``), every
+        receiver and result present (0 when none): the collector's metrics read them."""
+        with self._outcomes_lock:
+            told = Counter(self._outcomes)
+        return {(r, result): told[r, result] for r in self._outboxes for result in _RESULTS}
 
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
@@ -266,6 +281,8 @@ class Notifier:
     def _audit(
         self, receiver: Receiver, n: Notification, ok: bool, attempts: int, errors: list[str]
     ) -> None:
+        with self._outcomes_lock:
+            self._outcomes[receiver.name, _RESULTS[not ok]] += 1
         kinds = {a.kind for a in n.alerts}
         record = AuditRecord(
             action="notify",

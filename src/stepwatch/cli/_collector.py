@@ -66,6 +66,12 @@ from ._base import (
     default=None,
     help="Mutual TLS: clients must present a certificate signed by this CA (PEM).",
 )
+@click.option(
+    "--metrics-public",
+    is_flag=True,
+    help="Serve /metrics to scrapers without a token even with auth on "
+    "(its figures name no run nor project).",
+)
 def server(
     store_path: Path,
     host: str,
@@ -79,8 +85,9 @@ def server(
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
+    metrics_public: bool,
 ) -> None:
-    """Run the collector: ingest, store, detection, query API and web page."""
+    """Run the collector: ingest, store, detection, query API, web page and /metrics."""
     from ..server import ServerTls, serve
 
     with _clear_rule_errors(), _clear_errors():
@@ -96,6 +103,7 @@ def server(
             key=encryption_key,
             tls=tls,
             allowed_hosts=allowed_hosts,
+            metrics_public=metrics_public,
         )
 
 

@@ -56,6 +56,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         default=[],
         help="a name the collector is reached by, besides its bind address and localhost",
     )
+    parser.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve /metrics without a token even with --auth (it names no run nor project)",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -70,6 +75,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             key=resolve_key(args.encryption_key_file, env),
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
             allowed_hosts=args.allowed_host,
+            metrics_public=args.metrics_public,
         )
     except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a

@@ -86,8 +86,10 @@ class ServerThread:
         key: EncryptionKey | None = None,
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
+        metrics_public: bool = False,
     ) -> None:
-        """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
+        """``auth``: require tokens (None: whenever ``host`` is not a loopback address);
+        ``metrics_public``: /metrics without a token."""
         self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
         self._key = key
@@ -101,6 +103,7 @@ class ServerThread:
         #: Where the first start with auth wrote the admin token (None: one existed already).
         self.admin_token_file: Path | None = None
         self._max_body_bytes = max_body_bytes
+        self._metrics_public = metrics_public
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: _Uvicorn | None = None
@@ -157,6 +160,7 @@ class ServerThread:
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
+            metrics_public=self._metrics_public,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -256,6 +260,7 @@ def serve(
     key: EncryptionKey | None = None,
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
+    metrics_public: bool = False,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -276,6 +281,8 @@ def serve(
         tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
         allowed_hosts: names the collector is reached by, besides its bind address and
             localhost (a request under another Host name is refused: DNS rebinding).
+        metrics_public: /metrics answers without a token even with auth on (its figures name
+            no run nor project).
     """
     server = ServerThread(
         store_path,
@@ -289,6 +296,7 @@ def serve(
         key=key,
         tls=tls,
         allowed_hosts=allowed_hosts,
+        metrics_public=metrics_public,
     )
     with _stop_on_signals(server.request_stop):
         server.start()
