@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord
-from stepwatch.detect import AlertState, LiveAlert, Policies
+from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
 from stepwatch.store import Store
 
 from ._policy_parts import T0, Harness, alert, policies
@@ -250,3 +250,24 @@ def test_whenever_the_collector_dies_no_step_is_taken_twice_and_no_budget_oversp
         per_run = Counter(c.labels["run"] for c in store.records(kind=COMMAND_EVENT))
     assert [k for k, n in steps.items() if n > 1] == []
     assert all(n <= 2 for n in per_run.values()), per_run
+
+
+def test_an_escalation_begun_after_the_checkpoint_keeps_its_start(store: Store) -> None:
+    text = """
+policies:
+  rules:
+    - name: later
+      kinds: [loss_divergence]
+      steps:
+        - {after: 30s, action: lower_lr}
+"""
+    waiting = parse_rules(text, "p.yaml", DETECTORS).policies
+    assert waiting is not None
+    h = Harness(waiting, store=store)
+    state = h.engine.snapshot()
+    h.engine.on_alert(alert())  # nothing done at once: the escalation's start is a record
+    after = h.restarted(state, at=20)
+    after.engine.on_alert(alert())  # the replay, 20 s after the alert first came
+    after.at(30)
+    assert after.commands() == ["lower_lr"]
+    assert h.decisions() == [("escalation begun", "begun")]
