@@ -21,9 +21,13 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
+        "DEFAULT_RETENTION",
         "ChainCheck",
         "Head",
+        "Kept",
         "LabelMatch",
+        "Pruned",
+        "Retention",
         "SeriesInfo",
         "Store",
         "StoreError",

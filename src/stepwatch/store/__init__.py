@@ -2,14 +2,21 @@
 
 from ._catalogue import LabelMatch, SeriesInfo
 from ._errors import StoreError
+from ._plan import Kept
+from ._prune import Pruned
 from ._records import ChainCheck, Head
+from ._retention import DEFAULT_RETENTION, Retention
 from ._store import Store
 from ._tokens import TokenRecord
 
 __all__ = [
+    "DEFAULT_RETENTION",
     "ChainCheck",
     "Head",
+    "Kept",
     "LabelMatch",
+    "Pruned",
+    "Retention",
     "SeriesInfo",
     "Store",
     "StoreError",

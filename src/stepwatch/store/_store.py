@@ -21,6 +21,7 @@ from . import (
     _logs,
     _multi,
     _percentiles,
+    _prune,
     _query,
     _records,
     _runs,
@@ -32,8 +33,10 @@ from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
-from ._plan import plan
+from ._plan import Kept, plan
+from ._prune import Pruned
 from ._records import ChainCheck, Head
+from ._retention import Retention
 from ._summary import RunSummary
 from ._tokens import TokenRecord
 
@@ -41,6 +44,8 @@ from ._tokens import TokenRecord
 AUTO_COMPACT_ROWS = 1_000_000
 #: Rows rolled per compaction transaction, so a backlog never holds the writer for long.
 COMPACT_CHUNK = 4_000_000
+#: Rows deleted per retention transaction, for the same reason.
+PRUNE_CHUNK = 500_000
 
 #: Resolved paths of the files open in this process: a second Store would fork the counters.
 _OPEN: set[str] = set()
@@ -121,14 +126,22 @@ class Store:
         self.close()
 
     @contextlib.contextmanager
-    def _txn(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A fresh cursor inside a transaction: committed on success, rolled back on error."""
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor on the store's database, closed afterwards."""
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
         cur = self._con.cursor()
         try:
             if self.encrypted:  # a new cursor starts in DuckDB's in-memory default database
                 cur.execute(f"USE {_encryption.ALIAS}")
+            yield cur
+        finally:
+            cur.close()
+
+    @contextlib.contextmanager
+    def _txn(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor inside a transaction: committed on success, rolled back on error."""
+        with self._cursor() as cur:
             cur.execute("BEGIN")
             try:
                 yield cur
@@ -137,8 +150,6 @@ class Store:
                     cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
-        finally:
-            cur.close()
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, int]]:
@@ -202,10 +213,59 @@ class Store:
             self._watermark = hi
             return True
 
-    def retain(self, max_age_s: float) -> int:
-        """Delete samples, events and tier rows older than clock() - max_age_s; samples deleted."""
+    # ---- retention ----------------------------------------------------------------------
+
+    def retain(self, policy: Retention, chunk_rows: int = PRUNE_CHUNK) -> Pruned:
+        """Delete what ``policy`` keeps no longer (raw samples only once rolled up), at most
+        ``chunk_rows`` rows per transaction; horizons moved by ``shed`` stay where they are."""
+        return self._prune(policy.cutoffs(self._clock()), chunk_rows)
+
+    def shed(self, chunk_rows: int = PRUNE_CHUNK) -> str | None:
+        """Make room: delete the oldest tenth of the first of ``SHED_ORDER`` that has rows to
+        give; what was shed ("raw", "10s", "events"), or None when nothing can go."""
+        now = self._clock()
+        with self._snapshot() as (cur, watermark):
+            kept = _prune.read_kept(cur)
+            for what in _prune.SHED_ORDER:
+                found = _prune.oldest(cur, what, watermark)
+                horizon = None if found is None else _prune.shed_horizon(found, now)
+                if horizon is not None:
+                    break
+            else:
+                return None
+        self._prune(_prune.moved(kept, what, horizon), chunk_rows)
+        with self._lock, self._cursor() as cur:
+            cur.execute("CHECKPOINT")  # so the freed blocks count as free in ``disk_bytes``
+        return what
+
+    def _prune(self, target: Kept, chunk_rows: int) -> Pruned:
         with self._lock, self._txn() as cur:
-            return _compact.retain(cur, self._clock() - max_age_s, self._watermark)
+            kept = _prune.read_kept(cur).at_least(target)
+            _prune.write_kept(cur, kept)
+        done = Pruned()
+        for cut in _prune.cuts(kept):
+            deleted = chunk_rows
+            while deleted >= chunk_rows:
+                with self._lock, self._txn() as cur:
+                    deleted = _prune.delete_chunk(cur, cut, self._watermark, chunk_rows)
+                done.add(cut.what, deleted)
+        return done
+
+    def kept(self) -> Kept:
+        """Where each kind of data begins now (what retention and shedding left)."""
+        with self._txn() as cur:
+            return _prune.read_kept(cur)
+
+    def disk_bytes(self) -> int:
+        """Bytes the store takes, without a scan: its blocks in use plus its write-ahead log
+        (blocks freed by deletes are reused before the file grows)."""
+        with self._txn() as cur:
+            ((used,),) = cur.execute(
+                "SELECT block_size * used_blocks FROM pragma_database_size() "
+                "WHERE database_name = current_database()"
+            ).fetchall()
+        wal = self.path.with_name(self.path.name + ".wal")
+        return int(used) + (wal.stat().st_size if wal.exists() else 0)
 
     # ---- runs and events ----------------------------------------------------------------
 
@@ -328,7 +388,8 @@ class Store:
         NaN); "last" is the value at the latest ts; empty buckets are omitted.
         """
         with self._snapshot() as (cur, watermark):
-            return _query.downsample(cur, series_id, plan(start, end, points), watermark)
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
+            return _query.downsample(cur, series_id, p, watermark)
 
     def downsample_many(
         self,
@@ -348,9 +409,8 @@ class Store:
         names = [name] if name is None or isinstance(name, str) else list(dict.fromkeys(name))
         chosen = list({i.id: i for n in names for i in self._cat.select(n, match)}.values())
         with self._snapshot() as (cur, watermark):
-            got = _multi.downsample_many(
-                cur, [i.id for i in chosen], plan(start, end, points), watermark, fields
-            )
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
+            got = _multi.downsample_many(cur, [i.id for i in chosen], p, watermark, fields)
         return [(info, got[info.id]) for info in chosen if info.id in got]
 
     def percentiles(
@@ -373,8 +433,8 @@ class Store:
             raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
         chosen = self._cat.select(name, match)
         values, series_lbl, group_lbl = _percentiles.label_maps(self._cat, chosen, by)
-        p = plan(start, end, points)
         with self._snapshot() as (cur, watermark):
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
             hist = _percentiles.histogram(cur, p, watermark, series_lbl, group_lbl)
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
 
