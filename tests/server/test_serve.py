@@ -98,4 +98,5 @@ def test_public_api() -> None:
         "create_app",
         "is_loopback",
         "serve",
+        "store_limits",
     ]

@@ -56,11 +56,11 @@ def _fill(store: Store, clock: FakeClock, late: bool = True) -> dict[str, np.nda
     series = np.tile(np.arange(len(KEYS)), ts.size // len(KEYS))
     value = np.random.default_rng(3).normal(50, 10, ts.size)
     events = [Event(T0 + d * DAY, "checkpoint") for d in range(8)]
+    clock.now = T0 + SPAN
     store.apply([batch(KEYS, series, ts, value, seq=1, events=events)])
     store.compact()
     if late:
         store.apply([batch(KEYS, [0, 1], [T0 + 7.0, T0 + 11.0], [1.0, 2.0], seq=2)])
-    clock.now = T0 + SPAN
     return {"ts": ts, "series": series, "value": value}
 
 
@@ -68,8 +68,9 @@ def test_retention_deletes_only_what_is_past_its_age_and_rolled_up(
     store: Store, clock: FakeClock
 ) -> None:
     data = _fill(store, clock)
-    cut = POLICY.cutoffs(clock.now)
-    assert cut.raw == math.floor((clock.now - 2 * DAY) / 300) * 300  # on a 300 s boundary
+    newest = data["ts"].max()  # ages count back from the newest sample
+    cut = POLICY.cutoffs(newest)
+    assert cut.raw == math.floor((newest - 2 * DAY) / 300) * 300  # on a 300 s boundary
     done = store.retain(POLICY)
     assert done.samples > 0 and done.tier_rows > 0 and done.events == 5
     for sid in range(len(KEYS)):
@@ -171,3 +172,19 @@ def test_shedding_gives_up_raw_samples_first_then_the_fine_tier_then_events(
     week = store.downsample(0, T0, T0 + SPAN, 8)
     assert week["count"].sum() == SPAN / STEP  # every sample, counted in the 300 s tier
     assert store.disk_bytes() < full
+
+
+def test_ages_count_from_the_newest_sample_and_never_from_the_future(
+    store_path: Path, clock: FakeClock
+) -> None:
+    with Store(store_path, clock=clock) as store:
+        data = _fill(store, clock, late=False)
+        future = T0 + SPAN + 365 * DAY  # a producer's clock a year ahead
+        store.apply([batch(KEYS, [2], [future], [0.0], seq=5)])
+        store.retain(POLICY)
+        assert store.kept() == POLICY.cutoffs(clock.now)  # capped at now, not a year on
+    clock.now += 100 * DAY  # opened again long after its last sample
+    with Store(store_path, clock=clock) as store:
+        assert store.retain(POLICY).samples == 0
+        kept = store.raw(0)["ts"]
+        assert kept.min() < data["ts"].max() - DAY  # the last days before it stopped are there

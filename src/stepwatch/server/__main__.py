@@ -13,6 +13,7 @@ from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
+from ._upkeep import store_limits
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
@@ -56,8 +57,14 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         default=[],
         help="a name the collector is reached by, besides its bind address and localhost",
     )
+    parser.add_argument("--retention", default=None, help="KIND=AGE,... (see stepwatch server)")
+    parser.add_argument("--max-store-bytes", default=None, help="SIZE or PCT%% of the file system")
+    parser.add_argument(
+        "--upkeep-interval", type=float, default=10.0, help="seconds between store size checks"
+    )
     args = parser.parse_args(argv)
     try:
+        retention, disk_cap = store_limits(args.retention, args.max_store_bytes)
         serve(
             args.store,
             host=args.host,
@@ -70,6 +77,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             key=resolve_key(args.encryption_key_file, env),
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
             allowed_hosts=args.allowed_host,
+            retention=retention,
+            disk_cap=disk_cap,
+            upkeep_interval_s=args.upkeep_interval,
         )
     except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a

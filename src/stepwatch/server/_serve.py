@@ -19,7 +19,7 @@ from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
-from ..store import Store
+from ..store import DEFAULT_RETENTION, DiskCap, Retention, Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
 from ._guards import HostAllowList
@@ -86,6 +86,9 @@ class ServerThread:
         key: EncryptionKey | None = None,
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
+        retention: Retention = DEFAULT_RETENTION,
+        disk_cap: DiskCap | None = None,
+        upkeep_interval_s: float = 10.0,
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
         self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
@@ -101,6 +104,8 @@ class ServerThread:
         #: Where the first start with auth wrote the admin token (None: one existed already).
         self.admin_token_file: Path | None = None
         self._max_body_bytes = max_body_bytes
+        self._retention, self._disk_cap = retention, disk_cap
+        self._upkeep_interval_s = upkeep_interval_s
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: _Uvicorn | None = None
@@ -157,6 +162,9 @@ class ServerThread:
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
+            retention=self._retention,
+            disk_cap=self._disk_cap,
+            upkeep_interval_s=self._upkeep_interval_s,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -256,6 +264,9 @@ def serve(
     key: EncryptionKey | None = None,
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
+    retention: Retention = DEFAULT_RETENTION,
+    disk_cap: DiskCap | None = None,
+    upkeep_interval_s: float = 10.0,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -276,6 +287,10 @@ def serve(
         tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
         allowed_hosts: names the collector is reached by, besides its bind address and
             localhost (a request under another Host name is refused: DNS rebinding).
+        retention: how long raw samples, each rollup tier and ingested events are kept.
+        disk_cap: how large the store may grow (None: what its file system has room for);
+            the collector alerts at 80 % of it and sheds the oldest data near it.
+        upkeep_interval_s: how often retention runs and the store's size is measured.
     """
     server = ServerThread(
         store_path,
@@ -289,6 +304,9 @@ def serve(
         key=key,
         tls=tls,
         allowed_hosts=allowed_hosts,
+        retention=retention,
+        disk_cap=disk_cap,
+        upkeep_interval_s=upkeep_interval_s,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

@@ -9,11 +9,12 @@ samples above the watermark are never deleted (their rollups do not exist yet).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import duckdb
 
+from ..model import RecordBatch, SampleBatch
 from ._plan import Kept
 from ._schema import TIERS
 
@@ -24,13 +25,15 @@ __all__ = [
     "cuts",
     "delete_chunk",
     "moved",
+    "newest_ingested",
     "oldest",
     "read_kept",
+    "read_newest",
     "shed_horizon",
     "write_kept",
 ]
 
-_RAW, _EVENTS = "kept_raw", "kept_events"
+_RAW, _EVENTS, _NEWEST = "kept_raw", "kept_events", "newest_ts"
 _TIER_KEYS = tuple(f"kept_{t}" for t in TIERS)
 _ALIGN = TIERS[-1]
 #: What shedding gives up first: raw samples, then every tier but the coarsest, then events.
@@ -76,9 +79,30 @@ def read_kept(cur: duckdb.DuckDBPyConnection) -> Kept:
     return Kept(at(_RAW), tuple(at(k) for k in _TIER_KEYS), at(_EVENTS))
 
 
-def write_kept(cur: duckdb.DuckDBPyConnection, kept: Kept) -> None:
-    """Store the horizons that are set (each a whole number of seconds)."""
-    pairs = [(_RAW, kept.raw), *zip(_TIER_KEYS, kept.tiers, strict=True), (_EVENTS, kept.events)]
+def read_newest(cur: duckdb.DuckDBPyConnection) -> float:
+    """The newest ingested sample's time the last retention pass saw (-inf: none yet)."""
+    found = cur.execute("SELECT value FROM meta WHERE key = ?", [_NEWEST]).fetchall()
+    return float(found[0][0]) if found else -math.inf
+
+
+def newest_ingested(batches: Sequence[SampleBatch], accepted: Sequence[bool]) -> float:
+    """The latest sample time of the applied batches that are not the collector's own."""
+    ts = [
+        float(b.ts.max())
+        for b, ok in zip(batches, accepted, strict=True)
+        if ok and len(b) and not isinstance(b, RecordBatch)
+    ]
+    return max(ts, default=-math.inf)
+
+
+def write_kept(cur: duckdb.DuckDBPyConnection, kept: Kept, newest: float) -> None:
+    """Store the horizons that are set (each a whole number of seconds), and ``newest``."""
+    pairs = [
+        (_RAW, kept.raw),
+        *zip(_TIER_KEYS, kept.tiers, strict=True),
+        (_EVENTS, kept.events),
+        (_NEWEST, newest),
+    ]
     cur.executemany(
         "INSERT OR REPLACE INTO meta VALUES (?, ?)",
         [[key, int(value)] for key, value in pairs if math.isfinite(value)],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -103,6 +104,7 @@ class Store:
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
         self._head = _records.load_head(cur)
+        self._newest = _prune.read_newest(cur)
         self._owners: dict[str, str] = dict(
             cur.execute("SELECT source, owner FROM source_owners").fetchall()
         )
@@ -176,6 +178,8 @@ class Store:
                 self._cat, self._next_rid = prep.catalogue, prep.next_rid
                 self._seqs.update(prep.seqs)
                 self._head = prep.head
+                newest = min(_prune.newest_ingested(batches, prep.accepted), self._clock())
+                self._newest = max(self._newest, newest)  # never a time still to come
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
@@ -217,8 +221,14 @@ class Store:
 
     def retain(self, policy: Retention, chunk_rows: int = PRUNE_CHUNK) -> Pruned:
         """Delete what ``policy`` keeps no longer (raw samples only once rolled up), at most
-        ``chunk_rows`` rows per transaction; horizons moved by ``shed`` stay where they are."""
-        return self._prune(policy.cutoffs(self._clock()), chunk_rows)
+        ``chunk_rows`` rows per transaction; horizons moved by ``shed`` stay where they are.
+
+        Ages count back from the newest sample ingested, never from a time later than now: a
+        store that takes no new data (a collector that was down, old runs looked at again)
+        loses nothing by being opened."""
+        if not math.isfinite(self._newest):
+            return Pruned()
+        return self._prune(policy.cutoffs(self._newest), chunk_rows)
 
     def shed(self, chunk_rows: int = PRUNE_CHUNK) -> str | None:
         """Make room: delete the oldest tenth of the first of ``SHED_ORDER`` that has rows to
@@ -241,7 +251,7 @@ class Store:
     def _prune(self, target: Kept, chunk_rows: int) -> Pruned:
         with self._lock, self._txn() as cur:
             kept = _prune.read_kept(cur).at_least(target)
-            _prune.write_kept(cur, kept)
+            _prune.write_kept(cur, kept, self._newest)
         done = Pruned()
         for cut in _prune.cuts(kept):
             deleted = chunk_rows
