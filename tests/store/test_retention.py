@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stepwatch._encryption import create_key_file, read_key_file
 from stepwatch.model import Event, SeriesKey
 from stepwatch.store import DEFAULT_RETENTION, Retention, Store
 
@@ -188,3 +189,27 @@ def test_ages_count_from_the_newest_sample_and_never_from_the_future(
         assert store.retain(POLICY).samples == 0
         kept = store.raw(0)["ts"]
         assert kept.min() < data["ts"].max() - DAY  # the last days before it stopped are there
+
+
+def test_an_encrypted_store_measures_its_size_and_keeps_its_retention(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    key = read_key_file(create_key_file(tmp_path / "store.key"))
+    with Store(tmp_path / "sealed.duckdb", clock=clock, key=key) as store:
+        _fill(store, clock, late=False)
+        assert store.disk_bytes() > 0
+        assert store.retain(POLICY).samples > 0
+        assert store.shed() == "raw"
+        assert store.kept().raw > POLICY.cutoffs(clock.now).raw
+
+
+def test_a_pass_told_to_stop_ends_after_its_chunk_and_the_next_goes_on(
+    store: Store, clock: FakeClock
+) -> None:
+    _fill(store, clock, late=False)
+    answers = iter([False])  # one chunk, then stop
+    first = store.retain(POLICY, chunk_rows=1000, stop=lambda: next(answers, True))
+    assert (first.samples, first.tier_rows, first.events) == (1000, 0, 0)
+    rest = store.retain(POLICY)
+    assert rest.samples > 0 and rest.tier_rows > 0 and rest.events == 5
+    assert store.raw(0, end=store.kept().raw - 1)["ts"].size == 0

@@ -81,16 +81,15 @@ class StoreUpkeep:
         self._thread = None
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
+        while not self._stopping.wait(self._interval):
             try:
                 self.tick()
             except Exception:
                 log.exception("store upkeep failed; trying again in %g s", self._interval)
-            self._stopping.wait(self._interval)
 
     def tick(self) -> None:
         """Retention, then the size: shed when near the limit, and write the size down."""
-        done = self._store.retain(self._retention)
+        done = self._store.retain(self._retention, stop=self._stopping.is_set)
         if done.samples or done.tier_rows or done.events:
             log.info(
                 "retention (%s) deleted %d samples, %d tier rows and %d events",

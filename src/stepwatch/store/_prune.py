@@ -26,10 +26,10 @@ __all__ = [
     "delete_chunk",
     "moved",
     "newest_ingested",
-    "oldest",
     "read_kept",
     "read_newest",
-    "shed_horizon",
+    "shed_target",
+    "used_bytes",
     "write_kept",
 ]
 
@@ -142,7 +142,7 @@ def delete_chunk(cur: duckdb.DuckDBPyConnection, cut: Cut, watermark: int, limit
     return int(deleted)
 
 
-def oldest(cur: duckdb.DuckDBPyConnection, what: str, watermark: int) -> float | None:
+def _oldest(cur: duckdb.DuckDBPyConnection, what: str, watermark: int) -> float | None:
     """When the oldest row that shedding could delete lies: compacted raw samples, the rows of
     a tier ("10s"), events; None when there is none."""
     if what == "raw":
@@ -156,7 +156,28 @@ def oldest(cur: duckdb.DuckDBPyConnection, what: str, watermark: int) -> float |
     return None if found is None else float(found)
 
 
-def shed_horizon(found: float, now: float) -> float | None:
+def shed_target(
+    cur: duckdb.DuckDBPyConnection, watermark: int, now: float
+) -> tuple[str, float] | None:
+    """What to shed next, in ``SHED_ORDER``, and its new horizon; None when nothing can go."""
+    for what in SHED_ORDER:
+        found = _oldest(cur, what, watermark)
+        horizon = None if found is None else _shed_horizon(found, now)
+        if horizon is not None:
+            return what, horizon
+    return None
+
+
+def used_bytes(cur: duckdb.DuckDBPyConnection) -> int:
+    """The bytes of the blocks in use in the cursor's database file (DuckDB's own count)."""
+    ((used,),) = cur.execute(
+        "SELECT block_size * used_blocks FROM pragma_database_size() "
+        "WHERE database_name = current_database()"
+    ).fetchall()
+    return int(used)
+
+
+def _shed_horizon(found: float, now: float) -> float | None:
     """A horizon a tenth of the way from the oldest row to now (whole coarse buckets, at least
     one past that row); None when that would cut into the bucket still filling."""
     step = max(_ALIGN, (now - found) / 10)

@@ -60,7 +60,9 @@ class DiskCap:
                 raise ValueError(f"a share of the file system lies in (0, 100]%, got {text!r}")
             return cls(share=pct / 100)
         size = _SIZE_RE.fullmatch(text)
-        if size is None or int(size.group(1)) == 0:
+        if size is not None and int(size.group(1)) == 0:
+            raise ValueError("a cap of 0 bytes leaves no room for anything (none: no cap)")
+        if size is None:
             raise ValueError(
                 f"not a size: {text!r} (bytes, a number with K, M, G or T (binary units), "
                 "a share of the file system such as 80%, or none)"

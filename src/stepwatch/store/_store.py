@@ -219,43 +219,49 @@ class Store:
 
     # ---- retention ----------------------------------------------------------------------
 
-    def retain(self, policy: Retention, chunk_rows: int = PRUNE_CHUNK) -> Pruned:
+    def retain(
+        self,
+        policy: Retention,
+        chunk_rows: int = PRUNE_CHUNK,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> Pruned:
         """Delete what ``policy`` keeps no longer (raw samples only once rolled up), at most
-        ``chunk_rows`` rows per transaction; horizons moved by ``shed`` stay where they are.
+        ``chunk_rows`` rows per transaction, until done or ``stop()`` (the next call goes on);
+        horizons moved by ``shed`` stay where they are.
 
         Ages count back from the newest sample ingested, never from a time later than now: a
         store that takes no new data (a collector that was down, old runs looked at again)
         loses nothing by being opened."""
         if not math.isfinite(self._newest):
             return Pruned()
-        return self._prune(policy.cutoffs(self._newest), chunk_rows)
+        return self._prune(policy.cutoffs(self._newest), chunk_rows, stop)
 
     def shed(self, chunk_rows: int = PRUNE_CHUNK) -> str | None:
         """Make room: delete the oldest tenth of the first of ``SHED_ORDER`` that has rows to
         give; what was shed ("raw", "10s", "events"), or None when nothing can go."""
-        now = self._clock()
         with self._snapshot() as (cur, watermark):
-            kept = _prune.read_kept(cur)
-            for what in _prune.SHED_ORDER:
-                found = _prune.oldest(cur, what, watermark)
-                horizon = None if found is None else _prune.shed_horizon(found, now)
-                if horizon is not None:
-                    break
-            else:
-                return None
-        self._prune(_prune.moved(kept, what, horizon), chunk_rows)
-        with self._lock, self._cursor() as cur:
-            cur.execute("CHECKPOINT")  # so the freed blocks count as free in ``disk_bytes``
-        return what
+            kept, target = _prune.read_kept(cur), _prune.shed_target(cur, watermark, self._clock())
+        if target is None:
+            return None
+        self._prune(_prune.moved(kept, *target), chunk_rows)
+        with self._lock, self._cursor() as cur, contextlib.suppress(duckdb.Error):
+            cur.execute("CHECKPOINT")  # freed blocks count as free (else at DuckDB's own)
+        return target[0]
 
-    def _prune(self, target: Kept, chunk_rows: int) -> Pruned:
+    def _prune(
+        self, target: Kept, chunk_rows: int, stop: Callable[[], bool] = lambda: False
+    ) -> Pruned:
+        """Move the horizons to ``target`` (never back) in one transaction, then delete what
+        lies behind them, a chunk per transaction."""
         with self._lock, self._txn() as cur:
-            kept = _prune.read_kept(cur).at_least(target)
-            _prune.write_kept(cur, kept, self._newest)
+            stored = _prune.read_kept(cur)
+            kept = stored.at_least(target)
+            if kept != stored or self._newest != _prune.read_newest(cur):
+                _prune.write_kept(cur, kept, self._newest)
         done = Pruned()
         for cut in _prune.cuts(kept):
             deleted = chunk_rows
-            while deleted >= chunk_rows:
+            while deleted >= chunk_rows and not stop():
                 with self._lock, self._txn() as cur:
                     deleted = _prune.delete_chunk(cur, cut, self._watermark, chunk_rows)
                 done.add(cut.what, deleted)
@@ -270,12 +276,9 @@ class Store:
         """Bytes the store takes, without a scan: its blocks in use plus its write-ahead log
         (blocks freed by deletes are reused before the file grows)."""
         with self._txn() as cur:
-            ((used,),) = cur.execute(
-                "SELECT block_size * used_blocks FROM pragma_database_size() "
-                "WHERE database_name = current_database()"
-            ).fetchall()
+            used = _prune.used_bytes(cur)
         wal = self.path.with_name(self.path.name + ".wal")
-        return int(used) + (wal.stat().st_size if wal.exists() else 0)
+        return used + (wal.stat().st_size if wal.exists() else 0)
 
     # ---- runs and events ----------------------------------------------------------------
 
