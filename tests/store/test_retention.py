@@ -11,7 +11,8 @@ import pytest
 
 from stepwatch._encryption import create_key_file, read_key_file
 from stepwatch.model import Event, SeriesKey
-from stepwatch.store import DEFAULT_RETENTION, Retention, Store
+from stepwatch.store import DEFAULT_RETENTION, Kept, Retention, Store
+from stepwatch.store._plan import Plan, plan
 
 from .conftest import T0, FakeClock, batch
 
@@ -213,3 +214,35 @@ def test_a_pass_told_to_stop_ends_after_its_chunk_and_the_next_goes_on(
     rest = store.retain(POLICY)
     assert rest.samples > 0 and rest.tier_rows > 0 and rest.events == 5
     assert store.raw(0, end=store.kept().raw - 1)["ts"].size == 0
+
+
+def _expected(data: dict[str, np.ndarray], kept: Kept, p: Plan) -> np.ndarray:
+    """The samples of series 0 a plan's buckets hold once retention has run: within the range
+    (stretched to whole tier buckets where raw samples are gone), and still kept somewhere."""
+    ts = data["ts"]
+    lo, hi = p.start, p.end
+    closed_hi = True
+    if p.tier is not None and p.start < kept.raw:
+        lo = math.floor(p.start / p.tier) * p.tier
+        if p.end < kept.raw:
+            hi, closed_hi = math.ceil(p.end / p.tier) * p.tier, False
+    inside = (ts >= lo) & ((ts <= hi) if closed_hi else (ts < hi))
+    held = (ts >= kept.raw) | ((ts >= kept.tier(p.tier)) if p.tier else False)
+    return (data["series"] == 0) & inside & held
+
+
+def test_random_ranges_after_retention_count_what_is_kept(store: Store, clock: FakeClock) -> None:
+    data = _fill(store, clock, late=False)
+    store.retain(POLICY)
+    kept = store.kept()
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        start = T0 + rng.uniform(2 * DAY, SPAN - 60)  # from the 300 s tier's horizon on
+        end = min(T0 + SPAN, start + rng.uniform(60, 5 * DAY))
+        points = int(rng.integers(1, 400))
+        p = plan(start, end, points, kept=kept)
+        got = store.downsample(0, start, end, points)
+        want = _expected(data, kept, p)
+        assert got["count"].sum() == want.sum(), (start - T0, end - T0, points, p)
+        if want.any():
+            assert got["max"].max() == data["value"][want].max()
