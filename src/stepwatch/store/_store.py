@@ -105,6 +105,7 @@ class Store:
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
         self._head = _records.load_head(cur)
         self._newest = _prune.read_newest(cur)
+        self._cut_at: dict[str, tuple[float, int]] = {}  # where each table was last cut
         self._owners: dict[str, str] = dict(
             cur.execute("SELECT source, owner FROM source_owners").fetchall()
         )
@@ -252,19 +253,27 @@ class Store:
         self, target: Kept, chunk_rows: int, stop: Callable[[], bool] = lambda: False
     ) -> Pruned:
         """Move the horizons to ``target`` (never back) in one transaction, then delete what
-        lies behind them, a chunk per transaction."""
+        lies behind them, a chunk per transaction. A table already cut at its horizon is left
+        alone until the horizon moves (every 5 minutes of data under steady ingest), raw
+        samples until compaction moves on as well: tier rows and events that land behind a
+        horizon meanwhile (of late samples) go with its next move."""
         with self._lock, self._txn() as cur:
             stored = _prune.read_kept(cur)
             kept = stored.at_least(target)
-            if kept != stored or self._newest != _prune.read_newest(cur):
-                _prune.write_kept(cur, kept, self._newest)
+            newest = float(math.floor(self._newest)) if math.isfinite(self._newest) else None
+            if kept != stored or newest not in (None, _prune.read_newest(cur)):
+                _prune.write_kept(cur, kept, self._newest)  # the file keeps whole seconds
         done = Pruned()
         for cut in _prune.cuts(kept):
-            deleted = chunk_rows
+            at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
+            deleted = chunk_rows if self._cut_at.get(cut.table) != at else 0
             while deleted >= chunk_rows and not stop():
                 with self._lock, self._txn() as cur:
-                    deleted = _prune.delete_chunk(cur, cut, self._watermark, chunk_rows)
+                    at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
+                    deleted = _prune.delete_chunk(cur, cut, at[1], chunk_rows)
                 done.add(cut.what, deleted)
+                if deleted < chunk_rows:
+                    self._cut_at[cut.table] = at
         return done
 
     def kept(self) -> Kept:
