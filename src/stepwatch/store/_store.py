@@ -46,7 +46,7 @@ AUTO_COMPACT_ROWS = 1_000_000
 #: Rows rolled per compaction transaction, so a backlog never holds the writer for long.
 COMPACT_CHUNK = 4_000_000
 #: Rows deleted per retention transaction, for the same reason.
-PRUNE_CHUNK = 500_000
+PRUNE_CHUNK = 200_000
 
 #: Resolved paths of the files open in this process: a second Store would fork the counters.
 _OPEN: set[str] = set()
