@@ -20,6 +20,7 @@ __all__ = [
     "ALIASES",
     "GPU_METRICS",
     "HOST_METRICS",
+    "COLLECTOR_METRIC_PREFIX",
     "RECORD_KINDS",
     "RESERVED_SOURCE_PREFIX",
     "Event",
@@ -53,6 +54,8 @@ RECORD_KINDS: frozenset[str] = frozenset(
 )
 #: Sources under this prefix are the collector's own; no producer may claim one.
 RESERVED_SOURCE_PREFIX = "stepwatch."
+#: Metrics the collector writes about itself (its store's size...); no producer may write one.
+COLLECTOR_METRIC_PREFIX = "stepwatch.collector."
 
 #: Step column value meaning "this sample has no optimizer step" (hardware metrics).
 NO_STEP = -1
@@ -248,6 +251,9 @@ def check_producer_batch(batch: SampleBatch) -> None:
             f"source {batch.source!r} is reserved for the collector "
             f"(no source may start with {RESERVED_SOURCE_PREFIX!r})"
         )
+    for key in batch.keys:
+        if key.name.startswith(COLLECTOR_METRIC_PREFIX):
+            raise ValueError(f"metric {key.name!r} is the collector's own: no producer writes it")
     for event in batch.events:
         if event.kind in RECORD_KINDS:
             raise ValueError(

@@ -96,6 +96,26 @@ def test_an_allowed_host_that_is_a_url_is_refused_before_anything_opens(tmp_path
 
 
 @pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--retention", "raw=100d", "the 10s tier (90d) would go before raw samples (100d)"),
+        ("--retention", "raw=2weeks", "raw: bad duration '2weeks' (a positive number and a unit"),
+        ("--retention", "1m=30d", "unknown key '1m': one of raw, 10s, 300s, events"),
+        ("--retention", "300s=30d", "the 300s tier (30d) would go before the 10s tier (90d)"),
+        ("--max-store-bytes", "lots", "not a size: 'lots' (bytes, a number with K, M, G or T"),
+        ("--max-store-bytes", "150%", "a share of the file system lies in (0, 100]%"),
+    ],
+)
+def test_a_retention_or_disk_cap_mistake_is_refused_before_anything_opens(
+    tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    store = tmp_path / "new.duckdb"
+    line = _fails("server", "--store", str(store), option, value)
+    assert line.startswith(f"Error: {option} {value}: ") and said in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("program", "code", "said"),
     [
         ("no_such_program_here", 127, "no_such_program_here: command not found"),

@@ -19,6 +19,7 @@ import pytest
 from stepwatch.detect import Alert, RuleSet, builtin_rules
 from stepwatch.detect._reorder import merge
 from stepwatch.model import SampleBatch
+from stepwatch.server._upkeep import USED_RATIO
 
 from ._telemetry import (
     NODES,
@@ -262,6 +263,17 @@ def _checkpoints(sig: Signal, faulty: bool) -> list[Stream]:
     ]
 
 
+def _store(sig: Signal, faulty: bool) -> list[Stream]:
+    """The collector's store over its limit, every 10 s: healthy it grows slowly from half of
+    it; faulty it stands at 85 % from the onset."""
+    ts = sig.times(10.0)
+    t = ts - T0
+    value = 0.5 + 0.2 * t / sig.end_s + 0.01 * sig.noise(t.size)
+    if faulty:
+        value[t >= ONSET_HW] = 0.85 + 0.01 * sig.noise(int((t >= ONSET_HW).sum()))
+    return [Stream(USED_RATIO, {}, "stepwatch.collector", ts, value)]
+
+
 def _nodes(sig: Signal, faulty: bool) -> list[Stream]:
     out = []
     for node in range(NODES):
@@ -412,6 +424,7 @@ CASES = [
         NODE1,
     ),
     Case("checkpoint_slow", _checkpoints, ONSET_HW, 310, NODE1, "node1/sdk2", True),
+    Case("store_disk_full", _store, ONSET_HW, 40, {}, "stepwatch.collector", True),
 ]
 BY_RULE = {case.rule: case for case in CASES}
 

@@ -61,6 +61,7 @@ def test_the_module_entry_point_says_a_held_store_or_a_busy_port_in_one_line(
     cases = [
         (["--store", str(server.store_path), "--port", str(port)], "in use by another"),
         (["--store", str(tmp_path / "b.duckdb"), "--port", str(server.port)], "port is in use"),
+        (["--store", str(tmp_path / "b.duckdb"), "--retention", "raw=1m"], "under the 1h minimum"),
     ]
     for args, said in cases:
         done = subprocess.run(
@@ -98,4 +99,5 @@ def test_public_api() -> None:
         "create_app",
         "is_loopback",
         "serve",
+        "store_limits",
     ]

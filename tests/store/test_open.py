@@ -21,10 +21,16 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
+        "DEFAULT_RETENTION",
         "ChainCheck",
+        "DiskCap",
         "Head",
+        "Kept",
         "LabelMatch",
+        "Pruned",
+        "Retention",
         "SeriesInfo",
+        "Space",
         "Store",
         "StoreError",
         "TokenRecord",

@@ -72,6 +72,23 @@ from ._base import (
     help="Serve /metrics to scrapers without a token even with auth on "
     "(its figures name no run nor project).",
 )
+@click.option(
+    "--retention",
+    metavar="KIND=AGE,...",
+    default=None,
+    help="How long the store keeps raw samples, each rollup tier and ingested events, counted "
+    "back from the newest sample (default: raw=14d,10s=90d,300s=2y,events=90d; ages in s, m, "
+    "h, d, w or y; kinds left out keep theirs). Alerts, audit and the collector's other "
+    "records are never deleted.",
+)
+@click.option(
+    "--max-store-bytes",
+    metavar="SIZE|PCT%",
+    default=None,
+    help="Cap on the store's disk: a size (200G) or a share of its file system (80%). Always "
+    "within what the file system has room for, keeping 5% of it (5 GiB at most) free. The "
+    "collector alerts at 80% of the limit and sheds the oldest data before reaching it.",
+)
 def server(
     store_path: Path,
     host: str,
@@ -86,11 +103,14 @@ def server(
     tls_key: Path | None,
     tls_client_ca: Path | None,
     metrics_public: bool,
+    retention: str | None,
+    max_store_bytes: str | None,
 ) -> None:
     """Run the collector: ingest, store, detection, query API, web page and /metrics."""
-    from ..server import ServerTls, serve
+    from ..server import ServerTls, serve, store_limits
 
     with _clear_rule_errors(), _clear_errors():
+        kept, cap = store_limits(retention, max_store_bytes)
         tls = ServerTls.of(tls_cert, tls_key, tls_client_ca)
         serve(
             store_path,
@@ -104,6 +124,8 @@ def server(
             tls=tls,
             allowed_hosts=allowed_hosts,
             metrics_public=metrics_public,
+            retention=kept,
+            disk_cap=cap,
         )
 
 

@@ -5,6 +5,7 @@ from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
 from ._guards import HostAllowList
 from ._serve import ServerThread, serve
+from ._upkeep import store_limits
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -14,4 +15,5 @@ __all__ = [
     "create_app",
     "is_loopback",
     "serve",
+    "store_limits",
 ]

@@ -13,6 +13,7 @@ from ..detect import RuleError
 from ..store import StoreError
 from ._app import DEFAULT_MAX_BODY_BYTES
 from ._serve import serve
+from ._upkeep import store_limits
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> None:
@@ -61,8 +62,14 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         action="store_true",
         help="serve /metrics without a token even with --auth (it names no run nor project)",
     )
+    parser.add_argument("--retention", default=None, help="KIND=AGE,... (see stepwatch server)")
+    parser.add_argument("--max-store-bytes", default=None, help="SIZE or PCT%% of the file system")
+    parser.add_argument(
+        "--upkeep-interval", type=float, default=10.0, help="seconds between store size checks"
+    )
     args = parser.parse_args(argv)
     try:
+        retention, disk_cap = store_limits(args.retention, args.max_store_bytes)
         serve(
             args.store,
             host=args.host,
@@ -76,6 +83,9 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
             allowed_hosts=args.allowed_host,
             metrics_public=args.metrics_public,
+            retention=retention,
+            disk_cap=disk_cap,
+            upkeep_interval_s=args.upkeep_interval,
         )
     except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a

@@ -18,7 +18,7 @@ from .. import __version__
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
-from ..store import Store
+from ..store import DEFAULT_RETENTION, DiskCap, Retention, Store
 from ._actions import actions_router
 from ._alerts import alerts_router
 from ._audit import audit_router
@@ -40,6 +40,7 @@ from ._session_api import session_router
 from ._silences_api import silences_router
 from ._stream import StreamHub, stream_router
 from ._tokens_api import tokens_router
+from ._upkeep import StoreUpkeep
 from ._writer import GroupWriter
 
 if TYPE_CHECKING:
@@ -108,6 +109,9 @@ def create_app(
     notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
     metrics_public: bool = False,
+    retention: Retention = DEFAULT_RETENTION,
+    disk_cap: DiskCap | None = None,
+    upkeep_interval_s: float = 10.0,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
@@ -126,6 +130,9 @@ def create_app(
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
         metrics_public: /metrics answers without a token (it names no run nor project).
+        retention: how long raw samples, each tier and events are kept.
+        disk_cap: how large the store may grow (default: what its file system has room for).
+        upkeep_interval_s: how often retention runs and the store's size is measured.
     """
     writer = GroupWriter(
         store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
@@ -144,6 +151,9 @@ def create_app(
         project_of=scope.project_of,
     )
     writer.on_commit.append(detection.live.feed)
+    upkeep = StoreUpkeep(
+        store, detection.live.feed, retention, disk_cap, interval_s=upkeep_interval_s
+    )
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of,
         history=detection.log.audits_since,
@@ -155,10 +165,12 @@ def create_app(
         streams.open()
         notifications.start()
         detection.start()
+        upkeep.start()
         try:
             yield
         finally:
             streams.close()
+            await run_in_threadpool(upkeep.stop)  # after the chunk it deletes, if any
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last
             await run_in_threadpool(notifications.stop)  # send what detection said last
@@ -204,7 +216,7 @@ def create_app(
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, max_body_bytes, clock, scope, ingest))
+    include(app, ingest_router(writer, max_body_bytes, clock, scope, ingest, lambda: upkeep.full))
     include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))

@@ -119,6 +119,13 @@ def _counting(stats: IngestStats) -> type[APIRoute]:
     return Counted
 
 
+#: Why ingest answers 507 (the SDK keeps the batch and retries, as for any 5xx).
+_FULL = (
+    "the store is at its disk limit and has no old data left to shed: free space on its "
+    "file system, or raise --max-store-bytes"
+)
+
+
 async def _check_owner(store: Store, source: str, sender: str) -> None:
     """A source belongs to the identity (by name: a token renewed under its name keeps them)
     that sent it first; another identity's batch is a 403."""
@@ -168,10 +175,12 @@ def ingest_router(
     clock: Callable[[], float],
     scope: Scope,
     stats: IngestStats | None = None,
+    store_full: Callable[[], bool] = lambda: False,
 ) -> APIRouter:
     """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON);
     ``scope`` says which runs a token may write (and holds the store: sources' owners);
-    ``stats`` counts what it took and refused."""
+    ``stats`` counts what it took and refused; ``store_full`` whether the store is at its disk
+    limit with nothing left to shed."""
     stats = IngestStats() if stats is None else stats
     router = APIRouter(route_class=_counting(stats))
 
@@ -186,7 +195,9 @@ def ingest_router(
             raise ApiError(400, str(exc), reason="malformed") from None
         return batch
 
-    @router.post("/api/v1/ingest", openapi_extra=_OPENAPI, responses=error_responses(413, 415, 503))
+    @router.post(
+        "/api/v1/ingest", openapi_extra=_OPENAPI, responses=error_responses(413, 415, 503, 507)
+    )
     async def ingest(who: Ingester, request: Request) -> JSON:
         """Store one batch; answer only after it is committed (or known to be a duplicate)."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -200,6 +211,8 @@ def ingest_router(
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
         check_runs(scope, who, batch)  # runs' projects are remembered: no query per batch
         await _check_owner(scope.store, batch.source, who.name)
+        if store_full():  # the sender keeps the batch and sends it again later
+            raise ApiError(507, _FULL, {"Retry-After": "60"}, reason="store_full")
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries

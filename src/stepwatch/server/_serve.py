@@ -19,7 +19,7 @@ from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
-from ..store import Store
+from ..store import DEFAULT_RETENTION, DiskCap, Retention, Store
 from ._app import DEFAULT_MAX_BODY_BYTES, create_app
 from ._auth import is_loopback
 from ._guards import HostAllowList
@@ -87,6 +87,9 @@ class ServerThread:
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
         metrics_public: bool = False,
+        retention: Retention = DEFAULT_RETENTION,
+        disk_cap: DiskCap | None = None,
+        upkeep_interval_s: float = 10.0,
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address);
         ``metrics_public``: /metrics without a token."""
@@ -104,6 +107,8 @@ class ServerThread:
         self.admin_token_file: Path | None = None
         self._max_body_bytes = max_body_bytes
         self._metrics_public = metrics_public
+        self._retention, self._disk_cap = retention, disk_cap
+        self._upkeep_interval_s = upkeep_interval_s
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: _Uvicorn | None = None
@@ -161,6 +166,9 @@ class ServerThread:
             notify=served_at(notify, url),
             playbooks=playbooks,
             metrics_public=self._metrics_public,
+            retention=self._retention,
+            disk_cap=self._disk_cap,
+            upkeep_interval_s=self._upkeep_interval_s,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -261,6 +269,9 @@ def serve(
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
     metrics_public: bool = False,
+    retention: Retention = DEFAULT_RETENTION,
+    disk_cap: DiskCap | None = None,
+    upkeep_interval_s: float = 10.0,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -283,6 +294,10 @@ def serve(
             localhost (a request under another Host name is refused: DNS rebinding).
         metrics_public: /metrics answers without a token even with auth on (its figures name
             no run nor project).
+        retention: how long raw samples, each rollup tier and ingested events are kept.
+        disk_cap: how large the store may grow (None: what its file system has room for);
+            the collector alerts at 80 % of it and sheds the oldest data near it.
+        upkeep_interval_s: how often retention runs and the store's size is measured.
     """
     server = ServerThread(
         store_path,
@@ -297,6 +312,9 @@ def serve(
         tls=tls,
         allowed_hosts=allowed_hosts,
         metrics_public=metrics_public,
+        retention=retention,
+        disk_cap=disk_cap,
+        upkeep_interval_s=upkeep_interval_s,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

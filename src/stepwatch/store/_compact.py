@@ -1,4 +1,4 @@
-"""Rolling raw samples into the tier tables, and cutting old data out of all of them.
+"""Rolling raw samples into the tier tables.
 
 Tier rows are partial aggregates: several rows for one bucket compose exactly
 (min of mins, sum of counts, last by (ts, row id)), so compaction only ever
@@ -6,8 +6,6 @@ appends, late samples simply add a row, and queries merge with a GROUP BY.
 """
 
 from __future__ import annotations
-
-import math
 
 import duckdb
 
@@ -69,21 +67,3 @@ def compact_range(cur: duckdb.DuckDBPyConnection, lo: int, hi: int) -> None:
     """Roll rows with row id in [lo, hi) and move the watermark to ``hi``."""
     roll(cur, "rid >= ? AND rid < ?", [lo, hi])
     cur.execute("UPDATE meta SET value = ? WHERE key = 'watermark'", [hi])
-
-
-def retain(cur: duckdb.DuckDBPyConnection, cutoff: float, watermark: int) -> int:
-    """Delete samples and events before ``cutoff`` and the tier rows that held them.
-
-    Tier buckets before the first coarsest-tier boundary at or after the cutoff
-    are dropped whole, then rebuilt from the compacted samples that remain in them.
-    """
-    coarse = TIERS[-1]
-    edge = math.ceil(cutoff / coarse)
-    ((deleted,),) = cur.execute("DELETE FROM samples WHERE ts < ?", [cutoff]).fetchall()
-    cur.execute("DELETE FROM events WHERE ts < ?", [cutoff])
-    for tier in TIERS:
-        for table in (f"rollup_{tier}", f"hist_{tier}"):
-            cur.execute(f"DELETE FROM {table} WHERE b < ?", [edge * (coarse // tier)])
-    where = f"rid < ? AND ts >= ? AND {tier_sql('ts', coarse)} < ?"
-    roll(cur, where, [watermark, cutoff, edge])
-    return int(deleted)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -21,6 +22,7 @@ from . import (
     _logs,
     _multi,
     _percentiles,
+    _prune,
     _query,
     _records,
     _runs,
@@ -32,8 +34,10 @@ from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
 from ._logs import LogFilter
-from ._plan import plan
+from ._plan import Kept, plan
+from ._prune import Pruned
 from ._records import ChainCheck, Head
+from ._retention import Retention
 from ._summary import RunSummary
 from ._tokens import TokenRecord
 
@@ -41,6 +45,8 @@ from ._tokens import TokenRecord
 AUTO_COMPACT_ROWS = 1_000_000
 #: Rows rolled per compaction transaction, so a backlog never holds the writer for long.
 COMPACT_CHUNK = 4_000_000
+#: Rows deleted per retention transaction, for the same reason.
+PRUNE_CHUNK = 200_000
 
 #: Resolved paths of the files open in this process: a second Store would fork the counters.
 _OPEN: set[str] = set()
@@ -98,6 +104,8 @@ class Store:
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
         self._head = _records.load_head(cur)
+        self._newest = _prune.read_newest(cur)
+        self._cut_at: dict[str, tuple[float, int]] = {}  # where each table was last cut
         self._owners: dict[str, str] = dict(
             cur.execute("SELECT source, owner FROM source_owners").fetchall()
         )
@@ -126,14 +134,22 @@ class Store:
         self.close()
 
     @contextlib.contextmanager
-    def _txn(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A fresh cursor inside a transaction: committed on success, rolled back on error."""
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor on the store's database, closed afterwards."""
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
         cur = self._con.cursor()
         try:
             if self.encrypted:  # a new cursor starts in DuckDB's in-memory default database
                 cur.execute(f"USE {_encryption.ALIAS}")
+            yield cur
+        finally:
+            cur.close()
+
+    @contextlib.contextmanager
+    def _txn(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh cursor inside a transaction: committed on success, rolled back on error."""
+        with self._cursor() as cur:
             cur.execute("BEGIN")
             try:
                 yield cur
@@ -142,8 +158,6 @@ class Store:
                     cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
-        finally:
-            cur.close()
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, int]]:
@@ -170,6 +184,8 @@ class Store:
                 self._cat, self._next_rid = prep.catalogue, prep.next_rid
                 self._seqs.update(prep.seqs)
                 self._head = prep.head
+                newest = min(_prune.newest_ingested(batches, prep.accepted), self._clock())
+                self._newest = max(self._newest, newest)  # never a time still to come
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
@@ -207,10 +223,76 @@ class Store:
             self._watermark = hi
             return True
 
-    def retain(self, max_age_s: float) -> int:
-        """Delete samples, events and tier rows older than clock() - max_age_s; samples deleted."""
+    # ---- retention ----------------------------------------------------------------------
+
+    def retain(
+        self,
+        policy: Retention,
+        chunk_rows: int = PRUNE_CHUNK,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> Pruned:
+        """Delete what ``policy`` keeps no longer (raw samples only once rolled up), at most
+        ``chunk_rows`` rows per transaction, until done or ``stop()`` (the next call goes on);
+        horizons moved by ``shed`` stay where they are.
+
+        Ages count back from the newest sample ingested, never from a time later than now: a
+        store that takes no new data (a collector that was down, old runs looked at again)
+        loses nothing by being opened."""
+        if not math.isfinite(self._newest):
+            return Pruned()
+        return self._prune(policy.cutoffs(self._newest), chunk_rows, stop)
+
+    def shed(self, chunk_rows: int = PRUNE_CHUNK) -> str | None:
+        """Make room: delete the oldest tenth of the first of ``SHED_ORDER`` that has rows to
+        give; what was shed ("raw", "10s", "events"), or None when nothing can go."""
+        with self._snapshot() as (cur, watermark):
+            kept, target = _prune.read_kept(cur), _prune.shed_target(cur, watermark, self._clock())
+        if target is None:
+            return None
+        self._prune(_prune.moved(kept, *target), chunk_rows)
+        with self._lock, self._cursor() as cur, contextlib.suppress(duckdb.Error):
+            cur.execute("CHECKPOINT")  # freed blocks count as free (else at DuckDB's own)
+        return target[0]
+
+    def _prune(
+        self, target: Kept, chunk_rows: int, stop: Callable[[], bool] = lambda: False
+    ) -> Pruned:
+        """Move the horizons to ``target`` (never back) in one transaction, then delete what
+        lies behind them, a chunk per transaction. A table already cut at its horizon is left
+        alone until the horizon moves (every 5 minutes of data under steady ingest), raw
+        samples until compaction moves on as well: tier rows and events that land behind a
+        horizon meanwhile (of late samples) go with its next move."""
         with self._lock, self._txn() as cur:
-            return _compact.retain(cur, self._clock() - max_age_s, self._watermark)
+            stored = _prune.read_kept(cur)
+            kept = stored.at_least(target)
+            newest = float(math.floor(self._newest)) if math.isfinite(self._newest) else None
+            if kept != stored or newest not in (None, _prune.read_newest(cur)):
+                _prune.write_kept(cur, kept, self._newest)  # the file keeps whole seconds
+        done = Pruned()
+        for cut in _prune.cuts(kept):
+            at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
+            deleted = chunk_rows if self._cut_at.get(cut.table) != at else 0
+            while deleted >= chunk_rows and not stop():
+                with self._lock, self._txn() as cur:
+                    at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
+                    deleted = _prune.delete_chunk(cur, cut, at[1], chunk_rows)
+                done.add(cut.what, deleted)
+                if deleted < chunk_rows:
+                    self._cut_at[cut.table] = at
+        return done
+
+    def kept(self) -> Kept:
+        """Where each kind of data begins now (what retention and shedding left)."""
+        with self._txn() as cur:
+            return _prune.read_kept(cur)
+
+    def disk_bytes(self) -> int:
+        """Bytes the store takes, without a scan: its blocks in use plus its write-ahead log
+        (blocks freed by deletes are reused before the file grows)."""
+        with self._txn() as cur:
+            used = _prune.used_bytes(cur)
+        wal = self.path.with_name(self.path.name + ".wal")
+        return used + (wal.stat().st_size if wal.exists() else 0)
 
     # ---- runs and events ----------------------------------------------------------------
 
@@ -333,7 +415,8 @@ class Store:
         NaN); "last" is the value at the latest ts; empty buckets are omitted.
         """
         with self._snapshot() as (cur, watermark):
-            return _query.downsample(cur, series_id, plan(start, end, points), watermark)
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
+            return _query.downsample(cur, series_id, p, watermark)
 
     def downsample_many(
         self,
@@ -353,9 +436,8 @@ class Store:
         names = [name] if name is None or isinstance(name, str) else list(dict.fromkeys(name))
         chosen = list({i.id: i for n in names for i in self._cat.select(n, match)}.values())
         with self._snapshot() as (cur, watermark):
-            got = _multi.downsample_many(
-                cur, [i.id for i in chosen], plan(start, end, points), watermark, fields
-            )
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
+            got = _multi.downsample_many(cur, [i.id for i in chosen], p, watermark, fields)
         return [(info, got[info.id]) for info in chosen if info.id in got]
 
     def percentiles(
@@ -378,8 +460,8 @@ class Store:
             raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
         chosen = self._cat.select(name, match)
         values, series_lbl, group_lbl = _percentiles.label_maps(self._cat, chosen, by)
-        p = plan(start, end, points)
         with self._snapshot() as (cur, watermark):
+            p = plan(start, end, points, kept=_prune.read_kept(cur))
             hist = _percentiles.histogram(cur, p, watermark, series_lbl, group_lbl)
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
 

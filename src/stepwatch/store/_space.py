@@ -1,0 +1,93 @@
+"""How much disk the store may take: a cap (a size or a share of its file system), and never
+so much that its file system runs out.
+
+Why both: a cap alone does not see other files filling the disk, and a full disk fails every
+write, ingest and the collector's own records alike. So the limit is the smaller of the cap
+and what the store could reach on its file system (its file plus the free space) less a floor
+kept free for everything else.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DiskCap", "Space"]
+
+#: Kept free on the store's file system: this share of it, at most ``_FLOOR_MAX_BYTES``.
+_FLOOR_SHARE = 0.05
+_FLOOR_MAX_BYTES = 5 << 30
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"(\d+)\s*(?:([kmgt])(?:i?b)?|b?)", re.IGNORECASE)
+_SHARE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+
+DiskUsage = Callable[[Path], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """The store's size against its limit, in bytes."""
+
+    used_bytes: int
+    limit_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        """Used over the limit (1.0 or more: at the limit)."""
+        return self.used_bytes / self.limit_bytes if self.limit_bytes > 0 else float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class DiskCap:
+    """A cap in bytes, or a share of the file system's size; neither: the file system's room."""
+
+    max_bytes: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> DiskCap:
+        """``200G``, ``512MiB``, ``1073741824``, ``80%`` (of the file system) or ``none``."""
+        text = text.strip()
+        if text.lower() == "none":
+            return cls()
+        if share := _SHARE_RE.fullmatch(text):
+            pct = float(share.group(1))
+            if not 0 < pct <= 100:
+                raise ValueError(f"a share of the file system lies in (0, 100]%, got {text!r}")
+            return cls(share=pct / 100)
+        size = _SIZE_RE.fullmatch(text)
+        if size is not None and int(size.group(1)) == 0:
+            raise ValueError("a cap of 0 bytes leaves no room for anything (none: no cap)")
+        if size is None:
+            raise ValueError(
+                f"not a size: {text!r} (bytes, a number with K, M, G or T (binary units), "
+                "a share of the file system such as 80%, or none)"
+            )
+        return cls(max_bytes=int(size.group(1)) * _UNITS[(size.group(2) or "").lower()])
+
+    def __str__(self) -> str:
+        if self.max_bytes is not None:
+            return f"{self.max_bytes} bytes"
+        return "none" if self.share is None else f"{self.share:.0%} of the file system"
+
+    def measure(
+        self, path: Path, used_bytes: int, disk_usage: DiskUsage = shutil.disk_usage
+    ) -> Space:
+        """The limit of the store at ``path`` whose blocks in use (and WAL) are ``used_bytes``."""
+        usage = disk_usage(path.parent)
+        on_disk = sum(p.stat().st_size for p in (path, _wal(path)) if p.exists())
+        floor = min(int(usage.total * _FLOOR_SHARE), _FLOOR_MAX_BYTES)
+        limits = [on_disk + int(usage.free) - floor]
+        if self.max_bytes is not None:
+            limits.append(self.max_bytes)
+        if self.share is not None:
+            limits.append(int(usage.total * self.share))
+        return Space(used_bytes, max(0, min(limits)))
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
