@@ -80,6 +80,12 @@ class OrphanShipper:
             self._thread.join()
         self._client.close()
 
+    def __enter__(self) -> OrphanShipper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:

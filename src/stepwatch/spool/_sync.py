@@ -161,6 +161,8 @@ def ship_run(
     run = read_run(run_dir, sealer) if run_dir.name != NODE_SPOOL else None
     with ExitStack() as stack:
         spools, busy = _claim(run_dir, sealer, stack)
+        if busy and not spools:  # its writers are alive: they ship it themselves
+            return 0, busy
         created = run is None or retry(partial(create_run, client, run))
         unsent = 0
         for spool in spools:
