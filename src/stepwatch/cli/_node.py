@@ -33,7 +33,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     try:
         return None if value is None else parse_size(value)
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.ClickException(f"--max-spool {value}: {exc}") from None
 
 
 def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
