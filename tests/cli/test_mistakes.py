@@ -183,7 +183,6 @@ def test_a_spool_cap_that_is_no_size_is_one_line(tmp_path: Path, command: list[s
     after = ["--", sys.executable, "-c", "pass"] if command == ["run"] else []
     base = [*command, "--gpu", "none", "--dir", str(tmp_path / "spool")]
     assert _fails(*base, "--max-spool", "lots", *after) == (
-        "Error: --max-spool lots: not a size: 'lots' "
-        "(bytes, or a number with KiB, MiB, GiB or TiB)"
+        "Error: --max-spool lots: not a size: 'lots' (bytes, or a number with KiB, MiB, GiB or TiB)"
     )
     assert not (tmp_path / "spool").exists()

@@ -41,7 +41,8 @@ class OrphanShipper:
     Args:
         root: the spool root shared by the node's producers (``STEPWATCH_DIR``).
         client: the collector connection (owned and closed by this shipper).
-        sealer: opens sealed spools; one it cannot open is skipped and said once.
+        sealer: opens sealed spools; one it cannot open (or cannot write: another user's) is
+            skipped and said once.
         rescan_s: look again this often (a long-lived agent); None: look once, at start.
         backoff: retry delays while the collector is unwell.
     """
@@ -107,9 +108,13 @@ class OrphanShipper:
             before = self.stats.batches
             try:
                 unsent, _ = ship_run(run_dir, self._client, self.stats, self._retry, self._sealer)
-            except SpoolKeyError as exc:
+            except (SpoolKeyError, OSError) as exc:  # not our key, not our files: said once
                 self._skipped.add(run_dir)
-                log.warning("stepwatch: %s; its orphaned spool is left for `stepwatch sync`", exc)
+                log.warning(
+                    "stepwatch: %s; the orphaned spool in %s is left for `stepwatch sync`",
+                    exc,
+                    run_dir,
+                )
                 continue
             if self.stats.batches > before:
                 sent = self.stats.batches - before
