@@ -67,18 +67,19 @@ class Pipeline:
             raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
         self.source, self._wall, self._flush_samples = source, wall, flush_samples
         self.table, self._buffer = SeriesTable(), Buffer()
+        # the clients first: a bad URL or TLS file is refused before the spool's lock is held
+        client = HttpClient(server, token, tls=tls, connect=connect) if server else None
+        orphan_client = None
+        if server and orphans is not None:
+            orphan_client = HttpClient(server, token, tls=tls, connect=connect)
         self._lock = _own(spool_dir)
         self.spool = Spool(spool_dir, max_bytes=max_spool_bytes, sealer=sealer)
         self.sender: Sender | None = None
-        self._orphans: OrphanShipper | None = None
-        if server:
-            client = HttpClient(server, token, tls=tls, connect=connect)
+        if client is not None:
             self.sender = Sender(self.spool, client, run, name=f"stepwatch-send-{source}")
-            if orphans is not None:
-                orphan_client = HttpClient(server, token, tls=tls, connect=connect)
-                self._orphans = OrphanShipper(
-                    orphans, orphan_client, sealer, rescan_s=orphans_rescan_s
-                )
+        self._orphans: OrphanShipper | None = None
+        if orphan_client is not None and orphans is not None:
+            self._orphans = OrphanShipper(orphans, orphan_client, sealer, rescan_s=orphans_rescan_s)
         self._writer = BatchWriter(
             self._buffer,
             self.table,
