@@ -60,6 +60,7 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             "--max-spool",
             "max_spool_bytes",
             envvar="STEPWATCH_MAX_SPOOL_BYTES",
+            metavar="SIZE",
             default=None,
             callback=_size,
             help="Cap of the agent's spool, e.g. 512MiB; 0: none (env STEPWATCH_MAX_SPOOL_BYTES) "
