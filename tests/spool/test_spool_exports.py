@@ -31,7 +31,6 @@ def test_exported_names() -> None:
             "SyncResult",
             "TransportError",
             "has_unsent",
-            "parse_size",
             "read_run",
             "spool_cap",
             "sync",

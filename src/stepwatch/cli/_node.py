@@ -28,7 +28,7 @@ from ._base import (
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """A size option (``512MiB``, ``2G``, bytes) in bytes, refused in one line when it is none."""
-    from ..spool import parse_size
+    from .._sizes import parse_size
 
     try:
         return None if value is None else parse_size(value)

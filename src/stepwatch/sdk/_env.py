@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._encryption import EncryptionKey, resolve_key
+from .._sizes import parse_size
 from .._tls import ClientTls
 from ..model import validate_label
-from ..spool import ENV_MAX_SPOOL, parse_size, spool_cap
+from ..spool import ENV_MAX_SPOOL, spool_cap
 
 __all__ = ["Settings", "new_source_id", "resolve"]
 

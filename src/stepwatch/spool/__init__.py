@@ -10,7 +10,7 @@ capped (by default the smaller of 2 GiB and a tenth of the free space).
 
 from .._tls import ClientTls
 from ._backoff import Backoff
-from ._cap import DEFAULT_CAP_BYTES, ENV_MAX_SPOOL, parse_size, spool_cap
+from ._cap import DEFAULT_CAP_BYTES, ENV_MAX_SPOOL, spool_cap
 from ._fake import FakeCollector, Faults
 from ._http import AuthError, Connect, HttpClient, Response, TransportError
 from ._lock import LOCK_FILE, SpoolLock
@@ -48,7 +48,6 @@ __all__ = [
     "SyncResult",
     "TransportError",
     "has_unsent",
-    "parse_size",
     "read_run",
     "spool_cap",
     "sync",

@@ -8,31 +8,19 @@ starts, and split between the ranks a launcher says share the node.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_CAP_BYTES", "ENV_MAX_SPOOL", "FREE_SHARE", "parse_size", "spool_cap"]
+__all__ = ["DEFAULT_CAP_BYTES", "ENV_MAX_SPOOL", "FREE_SHARE", "spool_cap"]
 
 DEFAULT_CAP_BYTES = 2 << 30
 #: Share of the spool file system's free space one node's producers may take by default.
 FREE_SHARE = 0.10
 #: Environment variable of the cap (a size; ``0``: no cap).
 ENV_MAX_SPOOL = "STEPWATCH_MAX_SPOOL_BYTES"
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE_RE = re.compile(r"\s*(\d+)\s*(?:([kmgt])(?:i?b)?|b?)\s*", re.IGNORECASE)
-
 DiskUsage = Callable[[Path], Any]
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"1048576"``, ``"512MiB"``, ``"2G"`` (binary units); ValueError otherwise."""
-    match = _SIZE_RE.fullmatch(text)
-    if match is None:
-        raise ValueError(f"not a size: {text!r} (bytes, or a number with KiB, MiB, GiB or TiB)")
-    return int(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
 
 
 def _free_bytes(path: Path, disk_usage: DiskUsage) -> int | None:
