@@ -321,6 +321,15 @@ def loss_doc() -> LossDoc:
 
 
 @pytest.fixture(autouse=True)
+def own_spool_root(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Producers that spool under the default root use one of this test's own: the real
+    ~/.stepwatch/spool is never touched, and no test ships spools another test left behind."""
+    monkeypatch.setenv("STEPWATCH_DIR", str(tmp_path_factory.mktemp("spool-root")))
+
+
+@pytest.fixture(autouse=True)
 def no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread running behind it."""
     before = set(threading.enumerate())

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_INT64",
     "NO_STEP",
     "ALIASES",
+    "DROPPED_SAMPLES",
     "GPU_METRICS",
     "HOST_METRICS",
     "COLLECTOR_METRIC_PREFIX",
@@ -59,6 +60,8 @@ COLLECTOR_METRIC_PREFIX = "stepwatch.collector."
 
 #: Step column value meaning "this sample has no optimizer step" (hardware metrics).
 NO_STEP = -1
+#: A producer's count of the samples it dropped because its spool was full (cumulative).
+DROPPED_SAMPLES = "stepwatch.dropped_samples"
 #: The largest seq or step the store's 64-bit integer columns hold.
 MAX_INT64 = 2**63 - 1
 #: Timestamps are seconds since the epoch within this of it (some 3000 years either way):

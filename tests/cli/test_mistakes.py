@@ -196,3 +196,13 @@ def test_a_log_file_that_is_not_there_yet_is_waited_for(server: Any, tmp_path: P
 def test_keep_serving_with_a_given_server_is_one_line() -> None:
     line = _fails("run", "--server", "http://127.0.0.1:9", "--keep-serving", "--", "true")
     assert line == "Error: --keep-serving is for the collector started without --server"
+
+
+@pytest.mark.parametrize("command", [["agent"], ["run"]], ids=["agent", "run"])
+def test_a_spool_cap_that_is_no_size_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    after = ["--", sys.executable, "-c", "pass"] if command == ["run"] else []
+    base = [*command, "--gpu", "none", "--dir", str(tmp_path / "spool")]
+    assert _fails(*base, "--max-spool", "lots", *after) == (
+        "Error: --max-spool lots: not a size: 'lots' (bytes, or a number with KiB, MiB, GiB or TiB)"
+    )
+    assert not (tmp_path / "spool").exists()

@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+
+from stepwatch.model import Run
+from stepwatch.spool import Spool, has_unsent, write_run
+from stepwatch.wire import encode
 
 
 def _get(url: str, path: str, **params: Any) -> Any:
@@ -89,3 +94,34 @@ def test_without_a_gpu_the_agent_says_so_and_goes_on(tmp_path: Path) -> None:
         assert "--gpu fake:N" in text and "gpu" not in text.split("stepwatch agent on n7:")[1]
     spooled = list((tmp_path / "spool" / "_node").iterdir())
     assert len(spooled) == 1 and spooled[0].name.startswith("agent-")
+
+
+def _orphan(root: Path, run_id: str, steps: int) -> Path:
+    """A run's spool as a killed trainer leaves it: records written, none sent, no lock held."""
+    write_run(root / run_id, Run(id=run_id, project="orphans"))
+    with Spool(root / run_id / "sdk-1-killed") as spool:
+        at = np.arange(steps)
+        key = ("train.loss", {"run": run_id})
+        ts, series = 1.7e9 + at.astype(np.float64), np.zeros(steps, np.uint32)
+        spool.append(encode("sdk-1-killed", 0, [key], at * 0.5, ts, at, series))
+    return spool.path
+
+
+def _steps(url: str, run_id: str) -> list[int]:
+    found = _get(url, "/api/v1/series", name="train.loss", run=run_id)
+    return _get(url, "/api/v1/query/raw", series=found[0]["id"])["step"] if found else []
+
+
+def test_the_agent_ships_the_spools_it_finds_whose_writer_is_gone(
+    server: Any, tmp_path: Path
+) -> None:
+    orphan = _orphan(tmp_path / "spool", "r-orphan", 10)
+    with _agent(tmp_path, "--server", server.url, "--gpu", "none") as proc:
+        try:
+            _wait_for(lambda: _steps(server.url, "r-orphan") == list(range(10)))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert not has_unsent(orphan)
+    assert _get(server.url, "/api/v1/runs/r-orphan")["project"] == "orphans"

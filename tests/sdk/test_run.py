@@ -233,3 +233,18 @@ def test_a_full_spool_drops_batches_counts_them_and_warns_once(
     assert sum("is full" in r.message for r in caplog.records) == 1
     samples, _ = spooled(run.spool_dir)
     assert len(samples) + run.dropped_samples == 200
+
+
+def test_the_last_line_says_what_was_spooled_and_where_it_waits(
+    make_run: MakeRun, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = make_run(run_id="r-last")
+    run.log({"loss": 1.0, "lr": 0.1}, step=0)
+    with caplog.at_level(logging.INFO, logger="stepwatch"):
+        run.finish()
+    (line,) = [r for r in caplog.records if "run r-last" in r.getMessage()]
+    assert line.levelno == logging.INFO  # nothing lost: no warning
+    assert line.getMessage() == (
+        f"stepwatch: run r-last finished: 2 samples spooled; offline: "
+        f"`stepwatch sync {run.spool_dir.parent} --server URL` uploads it"
+    )

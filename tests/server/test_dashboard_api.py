@@ -125,6 +125,19 @@ def test_a_finished_run_has_no_eta(server: Any) -> None:
     assert row["status"] == "failed" and row["eta_s"] is None and row["step"] == 9
 
 
+def test_the_summary_sums_the_newest_dropped_count_of_each_producer(server: Any) -> None:
+    url = server.url
+    httpx.post(url + "/api/v1/runs", json={"id": "r1"})
+    httpx.post(url + "/api/v1/runs", json={"id": "r2"})
+    counts = {0: [100.0, 250.0], 1: [40.0]}  # cumulative counts, as each producer reports them
+    for rank, values in counts.items():
+        dropped = {("stepwatch.dropped_samples", (("rank", rank),)): values}
+        send(url, metric_batch(f"rank{rank}", "r1", dropped, steps=False))
+    send(url, metric_batch("r2-rank0", "r2", {("train.loss", ()): np.ones(3)}))
+    rows = {r["id"]: r["dropped_samples"] for r in get(url, "/api/v1/runs/summary")}
+    assert rows == {"r1": 290, "r2": 0}
+
+
 # ---- logs ------------------------------------------------------------------------------------
 
 

@@ -6,6 +6,9 @@ import stepwatch.spool as spool
 def test_exported_names() -> None:
     assert sorted(spool.__all__) == sorted(
         [
+            "DEFAULT_CAP_BYTES",
+            "ENV_MAX_SPOOL",
+            "LOCK_FILE",
             "NODE_SPOOL",
             "REJECTED_DIR",
             "RUN_FILE",
@@ -16,6 +19,7 @@ def test_exported_names() -> None:
             "FakeCollector",
             "Faults",
             "HttpClient",
+            "OrphanShipper",
             "Position",
             "Response",
             "Sealer",
@@ -23,9 +27,12 @@ def test_exported_names() -> None:
             "ShipStats",
             "Spool",
             "SpoolKeyError",
+            "SpoolLock",
             "SyncResult",
             "TransportError",
+            "has_unsent",
             "read_run",
+            "spool_cap",
             "sync",
             "write_run",
         ]

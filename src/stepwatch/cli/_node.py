@@ -26,6 +26,16 @@ from ._base import (
 )
 
 
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A size option (``512MiB``, ``2G``, bytes) in bytes, refused in one line when it is none."""
+    from .._sizes import parse_size
+
+    try:
+        return None if value is None else parse_size(value)
+    except ValueError as exc:
+        raise click.ClickException(f"--max-spool {value}: {exc}") from None
+
+
 def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
     """The options ``agent`` and ``run`` share: what the node agent reads, where it sends it."""
     options = [
@@ -45,6 +55,24 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             type=click.Path(path_type=Path),
             default=None,
             help="Spool root (env STEPWATCH_DIR) [default: ~/.stepwatch/spool].",
+        ),
+        click.option(
+            "--max-spool",
+            "max_spool_bytes",
+            envvar="STEPWATCH_MAX_SPOOL_BYTES",
+            metavar="SIZE",
+            default=None,
+            callback=_size,
+            help="Cap of the agent's spool, e.g. 512MiB; 0: none (env STEPWATCH_MAX_SPOOL_BYTES) "
+            "[default: the smaller of 2 GiB and 10% of the free space].",
+        ),
+        click.option(
+            "--ship-orphans/--no-ship-orphans",
+            envvar="STEPWATCH_SHIP_ORPHANS",
+            default=True,
+            show_default=True,
+            help="Ship spools under the spool root whose writer is gone (a killed trainer) "
+            "(env STEPWATCH_SHIP_ORPHANS).",
         ),
         click.option(
             "--interval", default=1.0, show_default=True, help="Seconds between host/GPU reads."

@@ -18,7 +18,7 @@ import psutil
 from .._encryption import EncryptionKey
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
-from ..spool import NODE_SPOOL, ClientTls, Sealer
+from ..spool import NODE_SPOOL, ClientTls, Sealer, spool_cap
 from ._agent import Agent
 from ._gpu import open_gpu
 from ._host import HostSource
@@ -27,6 +27,9 @@ from ._source import Source
 from ._tail import LogTail
 
 __all__ = ["AgentOptions", "default_spool_root", "open_agent"]
+
+#: How often a running agent looks for spools whose writer is gone (a trainer killed since).
+ORPHANS_RESCAN_S = 60.0
 
 
 def default_spool_root() -> Path:
@@ -55,6 +58,10 @@ class AgentOptions:
     heartbeat_s: float = 5.0
     #: Seals the agent's spool (and, under `stepwatch run`, encrypts the collector's store).
     encryption_key: EncryptionKey | None = None
+    #: Cap of the agent's spool in bytes (0: none; None: the default, see ``spool_cap``).
+    max_spool_bytes: int | None = None
+    #: Ship spools under ``spool_root`` whose writer is gone (killed trainers) to ``server``.
+    ship_orphans: bool = True
 
     def check_targets(self) -> None:
         """ValueError for a target given by mistake: a pid no process has, a log file in a
@@ -112,7 +119,10 @@ def open_agent(
         token=options.token,
         tls=options.tls,
         run=None if run is None else (lambda: run),
+        max_spool_bytes=spool_cap(options.max_spool_bytes, options.spool_root),
         heartbeat_s=options.heartbeat_s,
         sealer=Sealer(options.encryption_key) if options.encryption_key else None,
+        orphans=options.spool_root if options.ship_orphans else None,
+        orphans_rescan_s=ORPHANS_RESCAN_S,
     )
     return Agent(sources, pipeline, labels)

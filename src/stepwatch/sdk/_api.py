@@ -34,7 +34,9 @@ def init(
     """Start logging a run and make it the current one.
 
     With ``STEPWATCH_ENCRYPTION_KEY_FILE`` (or the key in ``STEPWATCH_ENCRYPTION_KEY``) set,
-    the spool is sealed with that key (see docs/security.md).
+    the spool is sealed with that key (see docs/security.md). With a server, spools under the
+    spool root whose writer is gone (a killed trainer's) are shipped to it in the background,
+    unless ``STEPWATCH_SHIP_ORPHANS=0``.
 
     Args:
         project: groups runs in the dashboard.
@@ -46,7 +48,11 @@ def init(
         labels: series labels over those from ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/host.
         flush_interval_s: how often the buffer is made durable and shipped.
         flush_samples: flush sooner once this many samples are buffered.
-        max_spool_bytes: cap on the spool; past it new batches are dropped and counted.
+        max_spool_bytes: cap on the spool in bytes; past it new batches are dropped and counted
+            (``run.dropped_samples``, the ``stepwatch.dropped_samples`` series, the run's
+            summary). Default env ``STEPWATCH_MAX_SPOOL_BYTES`` (``512MiB``...), else the smaller
+            of 2 GiB and 10 % of the spool file system's free space at start, split between the
+            node's ranks (``LOCAL_WORLD_SIZE``); ``0``: no cap.
         token: bearer token for the collector; default env ``STEPWATCH_TOKEN``.
         planned_total_steps: lets the collector predict when the run ends.
         heartbeat_s: how often a liveness sample is sent even when nothing is logged.

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._encryption import EncryptionKey, resolve_key
+from .._sizes import parse_size
 from .._tls import ClientTls
 from ..model import validate_label
+from ..spool import ENV_MAX_SPOOL, spool_cap
 
 __all__ = ["Settings", "new_source_id", "resolve"]
 
@@ -20,12 +22,16 @@ _RUN_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 #: Launcher variables (torchrun, `stepwatch run`) and the labels they become.
 _ENV_LABELS = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_size"}
+#: Set to 0 (or false, no) to leave orphaned spools under the spool root to `stepwatch sync`.
+ENV_SHIP_ORPHANS = "STEPWATCH_SHIP_ORPHANS"
+_NO = ("0", "false", "no")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     """What init() resolved: the run id, where and how to send, where to spool, the labels,
-    the key that seals the spool (None: plain)."""
+    the key that seals the spool (None: plain), the spool's cap (None: none), and whether
+    orphaned spools under the root are shipped."""
 
     run_id: str
     server: str | None
@@ -34,6 +40,8 @@ class Settings:
     labels: dict[str, str]
     tls: ClientTls
     key: EncryptionKey | None = None
+    max_spool_bytes: int | None = None
+    ship_orphans: bool = True
 
 
 def _run_id(given: str | None, environ: Mapping[str, str], wall: Callable[[], float]) -> str:
@@ -56,6 +64,18 @@ def _labels(
     return {k: validate_label(k, v) for k, v in merged.items()}
 
 
+def _spool_cap(given: int | None, environ: Mapping[str, str], root: Path) -> int | None:
+    """The argument, else the environment's size, else the default split between the node's
+    ranks (``LOCAL_WORLD_SIZE``, as torchrun sets it)."""
+    if given is None and environ.get(ENV_MAX_SPOOL, "").strip():
+        try:
+            given = parse_size(environ[ENV_MAX_SPOOL])
+        except ValueError as exc:
+            raise ValueError(f"{ENV_MAX_SPOOL}: {exc}") from None
+    local = environ.get("LOCAL_WORLD_SIZE", "")
+    return spool_cap(given, root, sharers=int(local) if local.isdigit() else 1)
+
+
 def resolve(
     *,
     run_id: str | None,
@@ -67,18 +87,22 @@ def resolve(
     hostname: str,
     wall: Callable[[], float],
     tls: ClientTls | None = None,
+    max_spool_bytes: int | None = None,
 ) -> Settings:
     """Resolve init()'s arguments against the environment (read now, never at import)."""
     rid = _run_id(run_id, environ, wall)
-    root = dir or environ.get("STEPWATCH_DIR") or Path.home() / ".stepwatch" / "spool"
+    given_root = dir or environ.get("STEPWATCH_DIR") or Path.home() / ".stepwatch" / "spool"
+    root = Path(given_root).expanduser()
     return Settings(
         run_id=rid,
         server=server or environ.get("STEPWATCH_SERVER") or None,
         token=token or environ.get("STEPWATCH_TOKEN") or None,
-        root=Path(root).expanduser(),
+        root=root,
         labels=_labels(labels, environ, hostname, rid),
         key=resolve_key(None, environ),
         tls=tls or ClientTls.from_env(environ),
+        max_spool_bytes=_spool_cap(max_spool_bytes, environ, root),
+        ship_orphans=environ.get(ENV_SHIP_ORPHANS, "").strip().lower() not in _NO,
     )
 
 

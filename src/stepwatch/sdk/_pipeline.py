@@ -11,16 +11,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..model import NO_STEP, SeriesKey
+from ..model import DROPPED_SAMPLES, NO_STEP, SeriesKey
 from ..model import Run as RunRecord
-from ..spool import ClientTls, Connect, HttpClient, Sealer, Sender, Spool
+from ..spool import ClientTls, Connect, HttpClient, OrphanShipper, Sealer, Sender, Spool, SpoolLock
 from ._buffer import Buffer, SeriesTable
 from ._ticker import Ticker
 from ._writer import BatchWriter
 
 __all__ = ["DROPPED_SAMPLES", "HEARTBEAT", "Pipeline"]
 
-DROPPED_SAMPLES = "stepwatch.dropped_samples"
 #: Liveness: seconds since the producer started, sent every ``heartbeat_s`` even when idle,
 #: so a silent node can be told from a quiet one.
 HEARTBEAT = "stepwatch.heartbeat_s"
@@ -36,8 +35,12 @@ class Pipeline:
         server, token, tls, connect: where and how to ship; no server means spool only.
         run: the run record the sender creates on the collector first (None: no run).
         flush_interval_s, flush_samples: flush every interval, or sooner once this many wait.
+        max_spool_bytes: the spool's cap (None: none); past it new batches are dropped, counted.
         heartbeat_s: how often the heartbeat sample is added (None: never).
         sealer: seals what is spooled (None: plain records).
+        orphans: a spool root whose orphaned spools (writer gone) this producer ships in the
+            background to its own server (None: leave them); ``orphans_rescan_s``: how often
+            it looks again (None: once).
     """
 
     def __init__(
@@ -57,16 +60,26 @@ class Pipeline:
         wall: Callable[[], float] = time.time,
         connect: Connect | None = None,
         sealer: Sealer | None = None,
+        orphans: Path | None = None,
+        orphans_rescan_s: float | None = None,
     ) -> None:
         if flush_samples < 1 or flush_interval_s <= 0:
             raise ValueError("flush_samples must be >= 1 and flush_interval_s > 0")
         self.source, self._wall, self._flush_samples = source, wall, flush_samples
         self.table, self._buffer = SeriesTable(), Buffer()
+        # the clients first: a bad URL or TLS file is refused before the spool's lock is held
+        client = HttpClient(server, token, tls=tls, connect=connect) if server else None
+        orphan_client = None
+        if server and orphans is not None:
+            orphan_client = HttpClient(server, token, tls=tls, connect=connect)
+        self._lock = _own(spool_dir)
         self.spool = Spool(spool_dir, max_bytes=max_spool_bytes, sealer=sealer)
         self.sender: Sender | None = None
-        if server:
-            client = HttpClient(server, token, tls=tls, connect=connect)
+        if client is not None:
             self.sender = Sender(self.spool, client, run, name=f"stepwatch-send-{source}")
+        self._orphans: OrphanShipper | None = None
+        if orphan_client is not None and orphans is not None:
+            self._orphans = OrphanShipper(orphans, orphan_client, sealer, rescan_s=orphans_rescan_s)
         self._writer = BatchWriter(
             self._buffer,
             self.table,
@@ -83,6 +96,8 @@ class Pipeline:
         self._ticker.start()
         if self.sender:
             self.sender.start()
+        if self._orphans:
+            self._orphans.start()
 
     @property
     def durable_samples(self) -> int:
@@ -125,7 +140,21 @@ class Pipeline:
         """
         try:
             self._ticker.close()
+            self._writer.close()
         finally:
+            if self._orphans:
+                self._orphans.close()
             delivered = self.sender.close(timeout_s, finish) if self.sender else False
             self.spool.close()
+            self._lock.release()
         return delivered
+
+
+def _own(spool_dir: Path) -> SpoolLock:
+    """Take the lock of a producer's own (new) spool directory, held until it closes: while
+    it is held, nobody else ships this spool."""
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    lock = SpoolLock.take(spool_dir)
+    if lock is None:
+        raise RuntimeError(f"spool {spool_dir} is in use by another process")
+    return lock

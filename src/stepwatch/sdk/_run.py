@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import socket
 import threading
@@ -21,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from .._encryption import EncryptionKey
+from .._text import plural
 from .._tls import ClientTls
 from ..model import NO_STEP, RECORD_KINDS, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
@@ -32,6 +34,8 @@ from ._timer import StepTimer
 from ._values import as_float, as_step
 
 __all__ = ["Run"]
+
+log = logging.getLogger("stepwatch.sdk")
 
 #: Series labels that differ between the processes of one run, so they are not run labels.
 _PER_PROCESS = frozenset({"run", "node", "rank", "local_rank", "gpu"})
@@ -86,6 +90,7 @@ class Run:
             hostname=hostname or socket.gethostname(),
             wall=wall_clock,
             tls=tls,
+            max_spool_bytes=max_spool_bytes,
         )
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
         self.token = settings.token  # for other clients of the collector (training control)
@@ -125,11 +130,12 @@ class Run:
             run=lambda: self._record,
             flush_interval_s=flush_interval_s,
             flush_samples=flush_samples,
-            max_spool_bytes=max_spool_bytes,
+            max_spool_bytes=settings.max_spool_bytes,
             heartbeat_s=heartbeat_s,
             wall=wall_clock,
             connect=connect,
             sealer=self._sealer,
+            orphans=settings.root if settings.ship_orphans else None,
         )
         track(self)
 
@@ -142,6 +148,11 @@ class Run:
     def dropped_samples(self) -> int:
         """Samples lost because the spool was full (or unwritable)."""
         return self._pipeline.dropped_samples
+
+    @property
+    def max_spool_bytes(self) -> int | None:
+        """The cap of this run's spool in force, in bytes (None: none)."""
+        return self._pipeline.spool.max_bytes
 
     def log(
         self,
@@ -262,9 +273,26 @@ class Run:
         if records_end:
             write_run(self.spool_dir.parent, self._record, self._sealer)
         try:
-            self._pipeline.close(timeout_s, self._record if records_end else None)
+            delivered = self._pipeline.close(timeout_s, self._record if records_end else None)
         finally:
             untrack(self)
+        self._say_end(status, delivered)
+
+    def _say_end(self, status: str, delivered: bool) -> None:
+        """The run's last line: what was spooled, dropped and delivered; a warning when
+        something was lost or is still waiting, so it shows without any logging set up."""
+        lost, where = self.dropped_samples, self.spool_dir.parent
+        said = f"run {self.id} {status}: {plural(self.durable_samples, 'sample')} spooled"
+        if lost:
+            said += f", {lost:,} dropped (the spool at {self.spool_dir} was full)"
+        if delivered:
+            said += ", all delivered"
+        elif self.server is None:
+            said += f"; offline: `stepwatch sync {where} --server URL` uploads it"
+        else:
+            said += f"; the rest waits in {where} for the next stepwatch process on this node"
+        quiet = not lost and (delivered or self.server is None)
+        log.log(logging.INFO if quiet else logging.WARNING, "stepwatch: %s", said)
 
     def __enter__(self) -> Run:
         return self

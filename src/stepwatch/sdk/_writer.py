@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model import NO_STEP
+from ..model import DROPPED_SAMPLES, NO_STEP
 from ..spool import Spool
 from ..wire import encode
 from ._buffer import Buffer, Columns, SeriesTable
@@ -65,8 +65,16 @@ class BatchWriter:
 
     def flush(self) -> None:
         """Make everything logged so far durable (or count it dropped); safe from any thread."""
+        self._write(self._buffer.swap())
+
+    def close(self) -> None:
+        """Flush a last time; a count of drops not yet reported then goes into the spool even
+        past its cap (one small batch), so the record of what the run lost is not lost itself."""
+        self.flush()
+        self._write(Columns(), past_cap=True)
+
+    def _write(self, cols: Columns, past_cap: bool = False) -> None:
         with self._lock:
-            cols = self._buffer.swap()
             arrays = _expand(cols)
             logged = len(arrays[0])
             report = self.dropped_samples
@@ -74,7 +82,7 @@ class BatchWriter:
                 arrays = self._with_report(arrays, report)
             if not len(arrays[0]) and not cols.events:
                 return
-            if self._append(self._encode(arrays, cols), logged):
+            if self._append(self._encode(arrays, cols), logged, past_cap):
                 self.written_samples += logged
                 self._reported = report
                 self._on_written()
@@ -95,15 +103,15 @@ class BatchWriter:
         )
         return frame
 
-    def _append(self, frame: bytes, logged: int) -> bool:
+    def _append(self, frame: bytes, logged: int, past_cap: bool) -> bool:
         try:
-            written = self._spool.append(frame)
+            written = self._spool.append(frame, past_cap=past_cap)
         except OSError as exc:
             self._drop(logged, f"could not write to the spool ({exc})")
             return False
         if not written:
-            cap = self._spool.max_bytes
-            self._drop(logged, f"the spool at {self._spool.path} is full ({cap} bytes)")
+            cap = f"{self._spool.max_bytes:,} bytes"
+            self._drop(logged, f"the spool at {self._spool.path} is full (its cap: {cap})")
             return False
         self.seq += 1
         return True
@@ -112,4 +120,8 @@ class BatchWriter:
         self.dropped_samples += samples
         if not self._warned:
             self._warned = True
-            log.warning("stepwatch: %s; dropping new batches until it drains", why)
+            log.warning(
+                "stepwatch: %s; dropping new batches until it drains (counted in %s)",
+                why,
+                DROPPED_SAMPLES,
+            )

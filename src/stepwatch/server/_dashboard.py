@@ -37,6 +37,7 @@ def _summary_json(s: Any) -> dict[str, Any]:
             "loss": s.loss,
             "tokens_per_s": s.tokens_per_s,
             "open_alerts": s.open_alerts,
+            "dropped_samples": s.dropped_samples,
         }
     )
 
@@ -60,7 +61,8 @@ class _Dashboard:
         project: str | None = None,
         status: str | None = None,
     ) -> JSON:
-        """Every run (or one) with progress, steps/s, ETA, loss, tokens/s, last update, alerts."""
+        """Every run (or one) with progress, steps/s, ETA, loss, tokens/s, last update, alerts,
+        samples its producers dropped (spools full)."""
         found = self.store.run_summaries(project=project, status=status)
         found = [s for s in found if who.sees(s.run.project) and run in (None, s.run.id)]
         return JSON([_summary_json(s) for s in found])

@@ -3,21 +3,29 @@ sealing with an encryption key needs ``cryptography``).
 
 Every batch is framed, checksummed (sealed, with a key) and fsync'ed to an append-only
 segment before any network I/O; the sender resumes from the acked position after a
-restart, and ``sync`` uploads spools written offline or left by a killed process.
+restart; a writer holds its spool's lock while it lives, so the next stepwatch process on the
+node ships a spool whose writer is gone, and ``sync`` uploads spools written offline. Spools are
+capped (by default the smaller of 2 GiB and a tenth of the free space).
 """
 
 from .._tls import ClientTls
 from ._backoff import Backoff
+from ._cap import DEFAULT_CAP_BYTES, ENV_MAX_SPOOL, spool_cap
 from ._fake import FakeCollector, Faults
 from ._http import AuthError, Connect, HttpClient, Response, TransportError
+from ._lock import LOCK_FILE, SpoolLock
 from ._meta import NODE_SPOOL, RUN_FILE, read_run, write_run
+from ._orphans import OrphanShipper
 from ._seal import Sealer, SpoolKeyError
 from ._sender import Sender
 from ._ship import REJECTED_DIR, ShipStats
-from ._spool import Position, Spool
+from ._spool import Position, Spool, has_unsent
 from ._sync import SyncResult, sync
 
 __all__ = [
+    "DEFAULT_CAP_BYTES",
+    "ENV_MAX_SPOOL",
+    "LOCK_FILE",
     "NODE_SPOOL",
     "REJECTED_DIR",
     "RUN_FILE",
@@ -28,6 +36,7 @@ __all__ = [
     "FakeCollector",
     "Faults",
     "HttpClient",
+    "OrphanShipper",
     "Position",
     "Response",
     "Sealer",
@@ -35,9 +44,12 @@ __all__ = [
     "ShipStats",
     "Spool",
     "SpoolKeyError",
+    "SpoolLock",
     "SyncResult",
     "TransportError",
+    "has_unsent",
     "read_run",
+    "spool_cap",
     "sync",
     "write_run",
 ]

@@ -20,7 +20,7 @@ from ._files import atomic_write, fsync_dir
 from ._records import frame, iter_records, valid_end
 from ._seal import Sealer, SpoolKeyError, unseal
 
-__all__ = ["DEFAULT_SEGMENT_BYTES", "Position", "Spool"]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "Position", "Spool", "has_unsent"]
 
 DEFAULT_SEGMENT_BYTES = 8 << 20
 ACKED_FILE = "acked.json"
@@ -39,6 +39,34 @@ class Position:
 
 def _segment_name(index: int) -> str:
     return f"{index:010d}.seg"
+
+
+def _load_acked(path: Path) -> Position:
+    try:
+        doc = json.loads((path / ACKED_FILE).read_bytes())
+        return Position(int(doc["segment"]), int(doc["offset"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return Position()
+
+
+def _segments(path: Path) -> list[int]:
+    return sorted(int(m.group(1)) for p in path.iterdir() if (m := _SEGMENT_RE.match(p.name)))
+
+
+def has_unsent(path: Path) -> bool:
+    """Whether the spool in ``path`` may hold records not yet acknowledged, from file names and
+    sizes alone (no record is read): cheap enough to ask of every spool on a node. A torn tail
+    counts as unsent until the spool is opened."""
+    try:
+        acked = _load_acked(path)
+        for index in _segments(path):
+            if index >= acked.segment:
+                size = (path / _segment_name(index)).stat().st_size
+                if size > (acked.offset if index == acked.segment else 0):
+                    return True
+    except FileNotFoundError:  # deleted while looking: nothing left there
+        return False
+    return False
 
 
 def _read_range(path: Path, begin: int, end: int) -> bytes:
@@ -80,7 +108,7 @@ class Spool:
         self._fd: int | None = None
         self._sealed: dict[int, int] = {}  # sealed segment -> offset past its last intact record
         self._disk: dict[int, int] = {}  # sealed segment -> bytes on disk, for the cap
-        self._acked = self._load_acked()
+        self._acked = _load_acked(self.path)
         self._active, self._written = self._scan()
         self._delete_acked()
         self._check_key()
@@ -90,18 +118,9 @@ class Spool:
         """What seals this spool's records (None: plain): a spool kept beside it seals alike."""
         return self._sealer
 
-    def _load_acked(self) -> Position:
-        try:
-            doc = json.loads((self.path / ACKED_FILE).read_bytes())
-            return Position(int(doc["segment"]), int(doc["offset"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return Position()
-
     def _scan(self) -> tuple[int, int]:
         """Find existing segments; append to the last one only if its tail is intact."""
-        indices = sorted(
-            int(m.group(1)) for p in self.path.iterdir() if (m := _SEGMENT_RE.match(p.name))
-        )
+        indices = _segments(self.path)
         for index in indices:
             data = (self.path / _segment_name(index)).read_bytes()
             self._sealed[index], self._disk[index] = valid_end(data), len(data)
@@ -135,12 +154,17 @@ class Spool:
         with self._lock:
             return sum(self._disk.values()) + self._written
 
-    def append(self, payload: bytes) -> bool:
-        """Write one record durably; False (nothing written) when it would pass ``max_bytes``."""
+    def append(self, payload: bytes, *, past_cap: bool = False) -> bool:
+        """Write one record durably; False (nothing written) when it would pass ``max_bytes``.
+
+        ``past_cap`` writes it even then: for the one small last word of a writer (how much
+        it dropped), which must not be lost to the very cap it reports on.
+        """
         record = frame(self._sealer.seal(payload) if self._sealer else payload)
         with self._lock:
             size = sum(self._disk.values()) + self._written
-            if self.max_bytes is not None and size + len(record) > self.max_bytes:
+            full = self.max_bytes is not None and size + len(record) > self.max_bytes
+            if full and not past_cap:
                 return False
             if self._written >= self._segment_bytes:
                 self._seal(self._written)

@@ -1,10 +1,14 @@
-"""``sync``: upload spools written offline or left behind by a killed process."""
+"""``sync``: upload spools written offline or left behind by a killed process.
+
+The same steps ship orphaned spools in the background (``_orphans``): one way to send a spool.
+"""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -13,12 +17,13 @@ from .._text import plural
 from .._tls import ClientTls, tls_hint
 from ._backoff import Backoff
 from ._http import AuthError, Connect, HttpClient, TransportError
+from ._lock import SpoolLock
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
 from ._seal import Sealer
 from ._ship import Shipper, ShipStats, create_run, finish_run
-from ._spool import Spool
+from ._spool import Spool, has_unsent
 
-__all__ = ["SyncResult", "sync"]
+__all__ = ["Retrier", "SyncResult", "run_dirs", "ship_run", "sync"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +35,8 @@ class SyncResult:
     samples: int = 0
     rejected: int = 0
     unsent: int = 0
+    #: Spools left alone because another process holds them (a live writer, another shipper).
+    busy: int = 0
     #: Why sending stopped with batches left (the collector refused the token, or could not be
     #: reached in time), else None.
     error: str | None = None
@@ -48,6 +55,8 @@ class SyncResult:
         said += plural(self.runs, "run")
         if self.rejected:
             said += f"; {batches(self.rejected)} rejected by the collector, kept in rejected/"
+        if self.busy:
+            said += f"; {plural(self.busy, 'spool')} in use by a running process left alone"
         if self.unsent:
             return f"{said}; {batches(self.unsent)} left: {self.error or 'not sent'}"
         if self.error:
@@ -56,7 +65,7 @@ class SyncResult:
 
 
 @dataclass(slots=True)
-class _Retrier:
+class Retrier:
     """Retries a call on TransportError with backoff until a shared deadline.
 
     A refused token ends every retry at once: waiting will not fix it. ``failure`` is the last
@@ -66,12 +75,14 @@ class _Retrier:
     backoff: Backoff
     deadline: float
     monotonic: Callable[[], float]
-    sleep: Callable[[float], None]
+    sleep: Callable[[float], object]
+    #: Ends every retry at once when it turns true (the process shipping is closing).
+    cancelled: Callable[[], bool] = lambda: False
     refused: str | None = None
     failure: TransportError | None = None
 
     def expired(self) -> bool:
-        return self.refused is not None or self.monotonic() >= self.deadline
+        return self.refused is not None or self.cancelled() or self.monotonic() >= self.deadline
 
     def __call__(self, fn: Callable[[], None]) -> bool:
         while not self.expired():
@@ -93,7 +104,7 @@ class _Retrier:
         return False
 
 
-def _why_stopped(server: str, retry: _Retrier, elapsed_s: float) -> str:
+def _why_stopped(server: str, retry: Retrier, elapsed_s: float) -> str:
     """Why batches were left, in words: "server URL unreachable (connection refused) after
     60 s"."""
     if retry.refused is not None:
@@ -115,7 +126,8 @@ def _is_run_dir(path: Path) -> bool:
     return (path / RUN_FILE).is_file() or (path.name == NODE_SPOOL and path.is_dir())
 
 
-def _run_dirs(root: Path) -> list[Path]:
+def run_dirs(root: Path) -> list[Path]:
+    """``root`` when it is one run's directory, else the run directories in it."""
     if _is_run_dir(root):
         return [root]
     if not root.is_dir():
@@ -123,26 +135,43 @@ def _run_dirs(root: Path) -> list[Path]:
     return [d for d in sorted(root.iterdir()) if _is_run_dir(d)]
 
 
-def _sync_run(
-    run_dir: Path, client: HttpClient, stats: ShipStats, retry: _Retrier, sealer: Sealer | None
-) -> int:
-    """Create the run, ship each of its sources, record its end; return batches left unsent.
+def _claim(run_dir: Path, sealer: Sealer | None, stack: ExitStack) -> tuple[list[Spool], int]:
+    """Lock and open the spools of ``run_dir`` with something unsent; count those another
+    process holds (a live writer or another shipper), which are left alone."""
+    spools, busy = [], 0
+    for source_dir in sorted(d for d in run_dir.iterdir() if d.is_dir() and has_unsent(d)):
+        lock = SpoolLock.take(source_dir)
+        if lock is None:
+            busy += 1
+            continue
+        stack.enter_context(lock)
+        spools.append(stack.enter_context(Spool(source_dir, sealer=sealer)))
+    return spools, busy
+
+
+def ship_run(
+    run_dir: Path, client: HttpClient, stats: ShipStats, retry: Retrier, sealer: Sealer | None
+) -> tuple[int, int]:
+    """Create the run, ship each of its sources, record its end; return the batches left unsent
+    and the spools left alone because another process holds them.
 
     The node spool (producers outside any run) has no run to create or finish. Every spool is
     opened first, so a missing or wrong key is said before anything of the run is sent.
     """
     run = read_run(run_dir, sealer) if run_dir.name != NODE_SPOOL else None
-    spools = [Spool(d, sealer=sealer) for d in sorted(run_dir.iterdir()) if d.is_dir()]
-    created = run is None or retry(partial(create_run, client, run))
-    unsent = 0
-    for spool in spools:
-        with spool:
+    with ExitStack() as stack:
+        spools, busy = _claim(run_dir, sealer, stack)
+        if busy and not spools:  # its writers are alive: they ship it themselves
+            return 0, busy
+        created = run is None or retry(partial(create_run, client, run))
+        unsent = 0
+        for spool in spools:
             if created:
                 retry(partial(Shipper(spool, client, stats).ship, stop=retry.expired))
             unsent += sum(1 for _ in spool.records())
-    if run is not None and created and not unsent:
+    if run is not None and created and not unsent and not busy:
         retry(partial(finish_run, client, run))
-    return unsent
+    return unsent, busy
 
 
 def sync(
@@ -161,18 +190,24 @@ def sync(
     """Upload every run under a spool directory (or one run directory) to ``server``.
 
     Safe to repeat: each source resumes from its acked position and the
-    collector drops batches it already has. Gives up retrying after ``timeout_s``.
+    collector drops batches it already has. Gives up retrying after ``timeout_s``. A spool
+    another process holds (its writer still running, or another shipper) is left alone.
     ``sealer`` opens spools written with an encryption key (SpoolKeyError without it); ``tls``
     says how to trust an ``https://`` server (and the client certificate for mutual TLS).
     """
-    run_dirs = _run_dirs(Path(path))
+    dirs = run_dirs(Path(path))
     client = HttpClient(server, token, tls=tls, connect=connect)
     stats = ShipStats()
     started = monotonic()
-    retry = _Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
+    retry = Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)
+    unsent = busy = 0
     try:
-        unsent = sum(_sync_run(d, client, stats, retry, sealer) for d in run_dirs)
+        for run_dir in dirs:
+            left, held = ship_run(run_dir, client, stats, retry, sealer)
+            unsent, busy = unsent + left, busy + held
     finally:
         client.close()
     why = _why_stopped(server, retry, monotonic() - started) if unsent else retry.refused
-    return SyncResult(len(run_dirs), stats.batches, stats.samples, stats.rejected, unsent, why)
+    return SyncResult(
+        len(dirs), stats.batches, stats.samples, stats.rejected, unsent, busy, error=why
+    )

@@ -1,4 +1,5 @@
-"""One line per run for the runs list: progress, pace, ETA, latest loss and throughput, alerts.
+"""One line per run for the runs list: progress, pace, ETA, latest loss and throughput, alerts,
+samples its producers dropped.
 
 Everything comes from the newest sample of each series (tier rows plus the
 uncompacted tail), one short window of raw samples for the step rate, and the
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ..model import NO_STEP, Run, RunStatus
+from ..model import DROPPED_SAMPLES, NO_STEP, Run, RunStatus
 from . import _query
 from ._catalogue import Catalogue
 
@@ -34,6 +35,8 @@ class RunSummary:
     loss: float | None = None
     tokens_per_s: float | None = None
     open_alerts: int = 0
+    #: Samples the run's producers dropped because their spools were full (as they reported).
+    dropped_samples: int = 0
 
     @property
     def progress(self) -> float | None:
@@ -50,6 +53,7 @@ class _Latest:
     step: int | None = None
     pace_series: int | None = None
     values: dict[str, tuple[float, int, float]] | None = None  # name -> (ts, -id, value)
+    dropped: float = 0.0  # the newest count of each producer's dropped-samples series, summed
 
 
 def _latest(
@@ -66,6 +70,8 @@ def _latest(
         if step != NO_STEP and (acc.step is None or step > acc.step):
             acc.step, acc.pace_series = step, sid
         name = cat.keys[sid].name
+        if name == DROPPED_SAMPLES and math.isfinite(value):
+            acc.dropped += value
         if name in ("train.loss", "train.tokens_per_s"):
             mine = (ts, -sid, value)
             if name not in acc.values or mine > acc.values[name]:
@@ -145,6 +151,7 @@ def summaries(
                 if "train.tokens_per_s" in values
                 else None,
                 alerts.get(run.id, 0),
+                int(acc.dropped),
             )
         )
     return out
