@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._sizes import parse_size
+
 __all__ = ["DiskCap", "Space"]
 
 #: Kept free on the store's file system: this share of it, at most ``_FLOOR_MAX_BYTES``.
 _FLOOR_SHARE = 0.05
 _FLOOR_MAX_BYTES = 5 << 30
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE_RE = re.compile(r"(\d+)\s*(?:([kmgt])(?:i?b)?|b?)", re.IGNORECASE)
 _SHARE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 
 DiskUsage = Callable[[Path], Any]
@@ -59,15 +59,16 @@ class DiskCap:
             if not 0 < pct <= 100:
                 raise ValueError(f"a share of the file system lies in (0, 100]%, got {text!r}")
             return cls(share=pct / 100)
-        size = _SIZE_RE.fullmatch(text)
-        if size is not None and int(size.group(1)) == 0:
-            raise ValueError("a cap of 0 bytes leaves no room for anything (none: no cap)")
-        if size is None:
+        try:
+            size = parse_size(text)
+        except ValueError:
             raise ValueError(
                 f"not a size: {text!r} (bytes, a number with K, M, G or T (binary units), "
                 "a share of the file system such as 80%, or none)"
-            )
-        return cls(max_bytes=int(size.group(1)) * _UNITS[(size.group(2) or "").lower()])
+            ) from None
+        if size == 0:
+            raise ValueError("a cap of 0 bytes leaves no room for anything (none: no cap)")
+        return cls(max_bytes=size)
 
     def __str__(self) -> str:
         if self.max_bytes is not None:
