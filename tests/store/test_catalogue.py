@@ -9,10 +9,11 @@ import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from stepwatch.model import SeriesKey
 from stepwatch.store import Store
-from stepwatch.store._catalogue import Catalogue
+from stepwatch.store._catalogue import Catalogue, Dense
 from stepwatch.store._ingest import prepare
 from stepwatch.store._records import GENESIS, Head
 
@@ -122,3 +123,50 @@ def test_readers_see_every_series_whole_while_new_ones_commit(store: Store) -> N
     writer.join()
     assert not failures
     assert all(seen == sorted(seen) for seen in counts.values())
+
+
+class _Counted(Dense[SeriesKey]):
+    """The catalogue's keys, counting how many a query looks at."""
+
+    def __init__(self, keys: Dense[SeriesKey]) -> None:
+        super().__init__()
+        for sid in keys:
+            self.append(keys[sid])
+        self.looked = 0
+
+    def __getitem__(self, i: int) -> SeriesKey:
+        self.looked += 1
+        return super().__getitem__(i)
+
+
+def _brute(cat: Catalogue, name: str | None, match: dict[str, object]) -> list[int]:
+    wanted = {k: v if isinstance(v, frozenset) else {v} for k, v in match.items()}
+    return [
+        sid
+        for sid in range(len(cat))
+        if name in (None, cat.keys[sid].name)
+        and all(cat.keys[sid].label(k) in v for k, v in wanted.items())
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "match", "looked"),
+    [
+        (None, {"run": "r7"}, 80),
+        ("gpu.util_pct", {"run": "r7", "node": "n2"}, 80),
+        ("gpu.temp_c", {"run": "r7"}, 16),  # fewer of the name than of the run
+        (None, {"run": frozenset({"r1", "r50"})}, 128),
+        ("gpu.util_pct", {"node": "n2"}, SMALL * 4),
+    ],
+)
+def test_a_query_about_a_run_looks_only_at_that_runs_series(
+    name: str | None, match: dict[str, object], looked: int
+) -> None:
+    cat = _catalogue(SMALL * 4)
+    temps = [SeriesKey("gpu.temp_c", k.labels) for k in _keys(7 * 64, 7 * 64 + 16)]
+    cat.add(cat.register(temps))
+    expected = _brute(cat, name, match)
+    cat.keys = counted = _Counted(cat.keys)  # type: ignore[misc]
+    found = cat.select(name, match)  # type: ignore[arg-type]
+    assert counted.looked == looked
+    assert [i.id for i in found] == expected and expected

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TypeVar
 
 import duckdb
@@ -88,7 +89,7 @@ class Catalogue:
     after a commit, at the cost of what it adds; a series is published (in ``ids`` and
     ``by_name``) after its key and group, so readers on other threads see it whole or not."""
 
-    __slots__ = ("by_name", "groups", "grp_of", "group_size", "ids", "keys")
+    __slots__ = ("by_name", "by_run", "groups", "grp_of", "group_size", "ids", "keys")
 
     def __init__(self) -> None:
         self.ids: dict[SeriesKey, int] = {}
@@ -97,6 +98,7 @@ class Catalogue:
         self.groups: dict[Group, int] = {}
         self.group_size: list[int] = []
         self.by_name: dict[str, list[int]] = {}
+        self.by_run: dict[str, list[int]] = {}
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection) -> Catalogue:
@@ -141,21 +143,35 @@ class Catalogue:
             self.groups[_group(key)] = grp
             self.ids[key] = sid
             self.by_name.setdefault(key.name, []).append(sid)
+            if (run := key.label("run")) is not None:
+                self.by_run.setdefault(run, []).append(sid)
 
     def select(self, name: str | None, match: LabelMatch | None) -> list[SeriesInfo]:
         """Series with this name (aliases like ``loss`` too; any if None) whose labels equal
         every pair in ``match`` (a set: one of its values)."""
-        ids = sorted(self.keys) if name is None else self.by_name.get(ALIASES.get(name, name), [])
+        canonical = None if name is None else ALIASES.get(name, name)
         wanted = {
             k: v if isinstance(v, frozenset) else frozenset({str(v)})
             for k, v in (match or {}).items()
         }
         out = []
-        for sid in ids:
+        for sid in self._candidates(canonical, wanted.get("run")):
             key = self.keys[sid]
+            if canonical not in (None, key.name):
+                continue
             if all(key.label(k) in v for k, v in wanted.items()):
                 out.append(SeriesInfo(sid, key))
         return out
+
+    def _candidates(self, name: str | None, runs: frozenset[str] | None) -> Iterable[int]:
+        """The ids worth looking at, in id order: the runs' own series or the name's, whichever
+        are fewer, so that asking about one run costs that run, not every run ever seen."""
+        named = None if name is None else self.by_name.get(name, [])
+        if runs is not None:
+            lists = [self.by_run.get(r, []) for r in runs]
+            if named is None or sum(map(len, lists)) < len(named):
+                return sorted(chain.from_iterable(lists))
+        return self.keys if named is None else named
 
     def whole_groups(self, chosen: list[SeriesInfo], by: str | None) -> bool:
         """True when ``chosen`` is a union of whole histogram groups, each with one ``by`` value."""
