@@ -6,8 +6,9 @@ Run: python bench/soak.py [--runs 1000 --series 6 --steps 100 --batches 4]
 Starts ``python -m stepwatch.server`` on a temporary store and a free loopback port (the
 built-in rules running), then, for each run in turn: creates it, posts ``--steps`` steps of
 ``--series`` series in ``--batches`` SWB batches over one keep-alive connection, and finishes
-it. After 10, 100 and every tenfold more runs (and the last) it prints the collector's RSS and
-the ingest latency (acknowledged, so committed) of the batches since the previous report,
+it. After 10, 100 and every tenfold more runs (and the last) it prints the collector's RSS, the
+ingest latency (acknowledged, so committed) of the batches since the previous report, the
+latency of finishing a run and how many runs detection holds state of (-1: not told),
 and at the end how the last figures compare with those after 10 runs. Prints figures; never
 passes or fails on time.
 """
@@ -22,6 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -49,6 +51,7 @@ class Figures:
 
     runs: int
     rss_mib: float
+    held: int = 0  # runs whose detection state the collector holds
     batch_ms: list[float] = field(default_factory=list)
     finish_ms: list[float] = field(default_factory=list)
 
@@ -57,7 +60,7 @@ class Figures:
         return (
             f"after {self.runs:>6,} runs: RSS {self.rss_mib:7.1f} MiB  batch p50 "
             f"{np.percentile(b, 50):6.2f} ms p95 {np.percentile(b, 95):6.2f} ms  "
-            f"finish p50 {np.percentile(f, 50):6.2f} ms"
+            f"finish p50 {np.percentile(f, 50):6.2f} ms  detection holds {self.held} runs"
         )
 
 
@@ -76,6 +79,14 @@ class Client:
         if response.status != 200:
             raise SystemExit(f"POST {path}: HTTP {response.status}: {answer[:300]!r}")
         return (time.perf_counter() - began) * 1e3
+
+    def get(self, path: str) -> dict[str, Any]:
+        self.conn.request("GET", path)
+        response = self.conn.getresponse()
+        answer = response.read()
+        if response.status != 200:
+            raise SystemExit(f"GET {path}: HTTP {response.status}: {answer[:300]!r}")
+        return dict(json.loads(answer))
 
 
 def _run(client: Client, i: int, args: argparse.Namespace, into: Figures) -> None:
@@ -119,6 +130,7 @@ def _soak(args: argparse.Namespace, workdir: Path) -> list[Figures]:
             _run(client, i, args, current)
             if i + 1 in _reports(args.runs):
                 current.runs, current.rss_mib = i + 1, proc.memory_info().rss / 2**20
+                current.held = client.get("/api/v1/alerts/stats").get("runs", -1)
                 print(current.line(), flush=True)
                 out.append(current)
                 current = Figures(0, 0.0)

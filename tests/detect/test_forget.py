@@ -132,12 +132,12 @@ def test_a_finished_run_leaves_nothing_in_live_detection(
 ) -> None:
     live.feed([_batch("r1", T0, temp=95.0), _batch("r2", T0, temp=95.0)])
     live.flush()
-    assert _live_held(live) == {"r1", "r2"}
+    assert _live_held(live) == {"r1", "r2"} and live.stats.runs == 2
     assert _hot(recorder, "r1") == ["firing"] * 4
     ended = live.finish_run("r1", T0 + SPAN_S)
     assert {a.rule for a in ended} >= {"hot"}
     assert _hot(recorder, "r1") == ["firing"] * 4 + ["resolved"] * 4
-    assert _live_held(live) == {"r2"}
+    assert _live_held(live) == {"r2"} and live.stats.runs == 1
 
 
 def test_a_run_quiet_past_the_idle_time_is_dropped_and_its_alerts_stay_open(
@@ -153,6 +153,6 @@ def test_a_run_quiet_past_the_idle_time_is_dropped_and_its_alerts_stay_open(
         if "r1" not in _live_held(live):
             break
         time.sleep(0.05)
-    assert _live_held(live) == {"r2"}
+    assert _live_held(live) == {"r2"} and live.stats.runs == 1
     assert _hot(recorder, "r1") == ["firing"] * 4  # nothing resolved them: they stay open
     assert live.finish_run("r1", T0 + 3600.0) == []  # the store's copy is what resolves them

@@ -59,6 +59,7 @@ class LiveStats:
     late: int = 0  # samples whose time was raised to keep time order
     errors: int = 0  # batches an engine failed on (logged)
     transitions: int = 0
+    runs: int = 0  # runs whose detection state is held: those sending now, not all ever seen
 
 
 @dataclass(slots=True)
@@ -235,6 +236,7 @@ class LiveDetector:
             engine.forget_run(run)
         self._order.forget_run(run)
         self._idle.forget(run)
+        self.stats.runs = len(self._idle)
 
     def _forget_idle(self) -> None:
         """Runs quiet for ``idle_run_s`` that never finished: their state goes, their alerts
@@ -340,6 +342,7 @@ class LiveDetector:
             self._queued -= size
         self.stats.samples += size
         self._idle.heard(batch)
+        self.stats.runs = len(self._idle)
         if size:
             self._data_now = max(self._data_now, float(batch.ts.max()))
         alerts = self._process(self._now_engine, self._order(batch))
