@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from stepwatch.model import RECORD_KINDS, Event, RecordBatch
-from stepwatch.store import Head, Store, StoreError
+from stepwatch.store import Head, Store
 
 from .conftest import T0, batch
 
@@ -154,14 +154,3 @@ def test_a_record_changed_and_rehashed_breaks_the_link_of_the_next(chained: Path
             [fields[-1], _sha256((*fields, prev))],
         )
     assert _verify(chained) == "record 2 was changed: record 3 does not follow from it"
-
-
-def test_a_file_of_the_previous_schema_is_refused_untouched(store_path: Path) -> None:
-    with Store(store_path):
-        pass
-    _edit(store_path, "DROP TABLE records; UPDATE meta SET value = 1 WHERE key = 'schema'")
-    with pytest.raises(StoreError, match="version 1, this code reads 2"):
-        Store(store_path)
-    with duckdb.connect(str(store_path)) as con:
-        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert "records" not in tables

@@ -283,6 +283,8 @@ class Engine:
         self._routes = {k: v for k, v in self._routes.items() if dict(k.labels).get("run") != run}
         self._divisors = {k: v for k, v in self._divisors.items() if dict(k[1]).get("run") != run}
         self._groups = {k: g for k, g in self._groups.items() if g.scope.get("run") != run}
+        for log_rule in self._log_rules:
+            log_rule.forget_run(run)
         self._dedup.firing = self._firing()
 
     def warming_up(self) -> list[tuple[Rule, dict[str, str], Warmup]]:

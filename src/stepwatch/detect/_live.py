@@ -21,6 +21,7 @@ from typing import Any
 
 from ..model import Event, SampleBatch, SeriesKey
 from ._engine import Alert, Engine
+from ._idle import IDLE_RUN_S, IdleRuns
 from ._lifecycle import AlertState
 from ._live_alert import LiveAlert
 from ._reorder import Reorder, SeriesOrder, merge
@@ -58,6 +59,7 @@ class LiveStats:
     late: int = 0  # samples whose time was raised to keep time order
     errors: int = 0  # batches an engine failed on (logged)
     transitions: int = 0
+    runs: int = 0  # runs whose detection state is held: those sending now, not all ever seen
 
 
 @dataclass(slots=True)
@@ -103,6 +105,8 @@ class LiveDetector:
         watch_interval_s: how often the rule files' stat is polled (wall seconds).
         stale: alerts a previous run of the collector left open; they are resolved at start,
             as detector state starts afresh.
+        idle_run_s: wall seconds without a sample after which a run that never finished
+            loses its detection state; its alerts stay as the store holds them.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class LiveDetector:
         max_queued_samples: int = 2_000_000,
         watch_interval_s: float = 1.0,
         stale: Iterable[LiveAlert] = (),
+        idle_run_s: float = IDLE_RUN_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._files, self._record = rules, record
@@ -133,6 +138,7 @@ class LiveDetector:
         self._wanted = self._wanted_names(across)
         self._order = SeriesOrder()
         self._reorder = Reorder(lateness_s, max(lateness_s, 0.5), monotonic)
+        self._idle = IdleRuns(idle_run_s, monotonic)
         self._open: dict[str, LiveAlert] = {}
         self._resolved = RecentlyResolved(self._inhibitions)
         self._data_now = float("-inf")
@@ -226,12 +232,34 @@ class LiveDetector:
 
     def _finish_run(self, run: str, ts: float) -> list[LiveAlert]:
         self._release(force=True)  # the run's last samples may still change its alerts
-        for engine in (self._now_engine, self._ordered_engine):
-            engine.forget_run(run)
+        self._forget(run)
         ended = [self._closed(a, ts, "run finished") for a in self._open.values()]
         ended = [a for a in ended if a.labels.get("run") == run]
         self._publish(ended)
         return ended
+
+    def _forget(self, run: str) -> None:
+        """Drop all detection state of a run, after judging the samples it still held."""
+        held = self._reorder.forget(run)
+        if held is not None:
+            self._emit(self._process(self._ordered_engine, held))
+        for engine in (self._now_engine, self._ordered_engine):
+            engine.forget_run(run)
+        self._order.forget_run(run)
+        self._idle.forget(run)
+        self.stats.runs = len(self._idle)
+
+    def _forget_idle(self) -> None:
+        """Runs quiet for ``idle_run_s`` that never finished: their state goes, their alerts
+        stay open in the store (a finish that comes later still resolves them)."""
+        for run in self._idle.idle():
+            self._forget(run)
+            self._open = {i: a for i, a in self._open.items() if a.labels.get("run") != run}
+            log.info(
+                "run %s sent nothing for %.0f s: its detection state is dropped",
+                run,
+                self._idle.idle_s,
+            )
 
     def warming_up(self, timeout: float | None = 30.0) -> list[dict[str, Any]]:
         """The rules that cannot judge an entity yet, and how far their baseline is: an alert
@@ -295,6 +323,7 @@ class LiveDetector:
                 next_watch = self._monotonic() + self._watch_interval
                 if self._files.changed():
                     self._guarded(self._reload)
+                self._guarded(self._forget_idle)
 
     def _guarded(self, step: Callable[..., object], *args: Any) -> None:
         """One step of the thread; a failure is logged and counted, and detection carries on."""
@@ -323,6 +352,8 @@ class LiveDetector:
         with self._lock:
             self._queued -= size
         self.stats.samples += size
+        self._idle.heard(batch)
+        self.stats.runs = len(self._idle)
         if size:
             self._data_now = max(self._data_now, float(batch.ts.max()))
         alerts = self._process(self._now_engine, self._order(batch))

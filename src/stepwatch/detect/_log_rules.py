@@ -35,6 +35,10 @@ class LogRule:
             return False
         return self.exclude is None or not self.exclude.search(text)
 
+    def forget_run(self, run: str) -> None:
+        """Forget when the entities of a run that ended last fired: that run says no more."""
+        self.last = {k: ts for k, ts in self.last.items() if dict(k).get("run") != run}
+
     def fire(self, event: Event) -> Alert | None:
         entity = _entity(self.rule, event.labels)
         key = tuple(sorted(entity.items()))

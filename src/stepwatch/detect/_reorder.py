@@ -65,6 +65,7 @@ class SeriesOrder:
         self.horizon_s = horizon_s
         self._last: dict[SeriesKey, float] = {}
         self._ids: dict[SeriesKey, int] = {}
+        self._next_id = 0  # never reused: ``_taken`` may still hold a forgotten series' samples
         self._taken: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
         self.late = 0
         self.copies = 0
@@ -80,7 +81,7 @@ class SeriesOrder:
         keys = [batch.keys[i] for i in series[starts].tolist()]
         before = np.r_[-math.inf, ts[:-1]]
         before[starts] = [self._last.get(k, -math.inf) for k in keys]
-        ids = np.array([self._ids.setdefault(k, len(self._ids)) for k in batch.keys], np.int64)
+        ids = np.array([self._id(k) for k in batch.keys], np.int64)
         bits = batch.value.view(np.int64)[order]
         if (ts <= before).any():  # a copy or a late sample: the rare, slow path
             kept = self._originals(ids[series], ts, bits, before)
@@ -93,6 +94,18 @@ class SeriesOrder:
         self._last.update(zip(keys, np.maximum.reduceat(ts, starts).tolist(), strict=True))
         self._remember(ids[series], ts, bits)
         return batch
+
+    def _id(self, key: SeriesKey) -> int:
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = self._next_id
+            self._next_id += 1
+        return found
+
+    def forget_run(self, run: str) -> None:
+        """Drop the series of a run that ended (its copies age out of ``_taken`` by themselves)."""
+        self._last = {k: t for k, t in self._last.items() if k.label("run") != run}
+        self._ids = {k: i for k, i in self._ids.items() if k.label("run") != run}
 
     def _originals(
         self, ids: np.ndarray, ts: np.ndarray, bits: np.ndarray, before: np.ndarray
@@ -224,11 +237,22 @@ class Reorder:
         self.lateness_s, self.idle_s, self._monotonic = lateness_s, idle_s, monotonic
         self._runs: dict[str, ReorderBuffer] = {}
         self._touched: dict[str, float] = {}
+        self._late_forgotten = 0  # ``late`` of the runs dropped by ``forget``
 
     @property
     def late(self) -> int:
         """Samples released after their run had moved past them (their time was raised)."""
-        return sum(b.late for b in self._runs.values())
+        return self._late_forgotten + sum(b.late for b in self._runs.values())
+
+    def forget(self, run: str) -> SampleBatch | None:
+        """Drop a run's buffer (the run ended, or went quiet for good); what it still held."""
+        buffer = self._runs.pop(run, None)
+        self._touched.pop(run, None)
+        if buffer is None:
+            return None
+        held = buffer.release(force=True)
+        self._late_forgotten += buffer.late
+        return held
 
     @property
     def held(self) -> int:

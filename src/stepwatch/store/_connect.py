@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import duckdb
 from .._encryption import EncryptionKey
 from . import _encryption
 from ._errors import StoreError
-from ._schema import ensure_schema
+from ._schema import upgrade
+
+log = logging.getLogger("stepwatch.store")
 
 
 def _lock_holder(message: str) -> int | None:
@@ -20,8 +23,8 @@ def _lock_holder(message: str) -> int | None:
 
 
 def connect(path: Path, key: EncryptionKey | None = None) -> duckdb.DuckDBPyConnection:
-    """Open and check the file (encrypted under ``key`` when given), turning DuckDB's errors
-    into a StoreError that says what."""
+    """Open the file (encrypted under ``key`` when given) and bring its schema up to this
+    code's version, turning DuckDB's errors into a StoreError that says what."""
     try:
         con = duckdb.connect(str(path)) if key is None else _encryption.attach(path, key)
     except duckdb.Error as e:
@@ -33,8 +36,10 @@ def connect(path: Path, key: EncryptionKey | None = None) -> duckdb.DuckDBPyConn
         hint = " (is another process using it?)" if "lock" in str(e).lower() else ""
         raise StoreError(f"cannot open store {path}{hint}: {e}") from e
     try:
-        ensure_schema(con)
+        before, after = upgrade(con)
     except (duckdb.Error, StoreError) as e:
         con.close()
         raise StoreError(f"cannot use store {path}: {e}") from e
+    if 0 < before < after:
+        log.warning("store %s: schema migrated from version %d to %d", path, before, after)
     return con

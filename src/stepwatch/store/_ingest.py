@@ -8,14 +8,15 @@ plain appends of Arrow tables, column-wise, never a Python loop per sample.
 from __future__ import annotations
 
 import json
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from ..model import NO_STEP, Event, RecordBatch, SampleBatch, check_producer_batch
-from ._catalogue import Catalogue
+from ..model import NO_STEP, Event, RecordBatch, SampleBatch, SeriesKey, check_producer_batch
+from ._catalogue import Catalogue, NewSeries
 from ._records import Head, chain
 
 SAMPLES_SCHEMA = pa.schema(
@@ -41,7 +42,7 @@ class Prepared:
     """What one ``apply`` call will write, and the in-memory state once it has committed."""
 
     accepted: list[bool]
-    catalogue: Catalogue
+    new_series: NewSeries
     series: pa.Table
     samples: pa.Table
     events: pa.Table
@@ -100,14 +101,12 @@ def _accept(
     return accepted, seqs
 
 
-def _samples(batches: list[SampleBatch], catalogue: Catalogue, first_rid: int) -> pa.Table:
+def _samples(batches: list[SampleBatch], ids: Mapping[SeriesKey, int], first_rid: int) -> pa.Table:
     """One Arrow table of every sample, series indices mapped to store ids, steps nulled."""
     parts = [b for b in batches if len(b)]
     if not parts:
         return SAMPLES_SCHEMA.empty_table()
-    sid = np.concatenate(
-        [np.array([catalogue.ids[k] for k in b.keys], np.int32)[b.series] for b in parts]
-    )
+    sid = np.concatenate([np.array([ids[k] for k in b.keys], np.int32)[b.series] for b in parts])
     step = np.concatenate([np.asarray(b.step, np.int64) for b in parts])
     columns = [
         np.arange(first_rid, first_rid + sid.shape[0], dtype=np.int64),
@@ -135,16 +134,16 @@ def prepare(
         _check(batch)
     accepted, seqs = _accept(batches, last_seq)
     chosen = [b for b, ok in zip(batches, accepted, strict=True) if ok]
-    catalogue, new_series = catalogue.register(k for b in chosen for k in b.keys)
-    samples = _samples(chosen, catalogue, rid)
+    new_series = catalogue.register(k for b in chosen for k in b.keys)
+    samples = _samples(chosen, ChainMap(new_series.ids, catalogue.ids), rid)
     ingested = [event_row(e) for b in chosen if not isinstance(b, RecordBatch) for e in b.events]
     records, head = chain(
         [event_row(e) for b in chosen if isinstance(b, RecordBatch) for e in b.events], head
     )
     return Prepared(
         accepted,
-        catalogue,
-        rows_table(new_series, SERIES_SCHEMA),
+        new_series,
+        rows_table(new_series.rows(), SERIES_SCHEMA),
         samples,
         rows_table(ingested, EVENTS_SCHEMA),
         records,

@@ -1,21 +1,24 @@
-"""Tables of the store file and the constants that fix their meaning.
+"""The store file's schema: the constants that fix its tables' meaning, and the steps that
+built it, each from the version before it.
 
 Rollup and histogram tiers are part of the file format: a query can only merge
 partial aggregates whose buckets nest, so every coarser tier is a multiple of
 the finer ones, and changing them needs a new schema version.
+
+A new file runs every step; a file of an older version runs the steps it lacks, one
+transaction each, so a failure leaves it whole at the last version it reached. A step is
+history: once released it never changes, and a change of any table is a new step.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import duckdb
 
 from . import _tokens
 from ._errors import StoreError
-
-#: 2: the collector's records apart from ingested events, hash-chained; sources' owners.
-SCHEMA_VERSION = 2
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
 TIERS: tuple[int, ...] = (10, 300)
@@ -27,67 +30,100 @@ LN_GAMMA = math.log(GAMMA)
 #: Added to the log-bin index so that every finite non-zero magnitude gets a positive index.
 BIN_OFFSET = 40_000
 
-_DDL = [
-    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS series (
+Step = Callable[[duckdb.DuckDBPyConnection], None]
+
+_V1_TABLES = (
+    "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
+    """CREATE TABLE series (
         id INTEGER PRIMARY KEY, grp INTEGER NOT NULL, name VARCHAR NOT NULL,
         run VARCHAR, node VARCHAR, rank VARCHAR, gpu VARCHAR, labels VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS samples (
+    """CREATE TABLE samples (
         rid BIGINT NOT NULL, series INTEGER NOT NULL, ts DOUBLE NOT NULL,
         step BIGINT, value DOUBLE)""",
-    "CREATE TABLE IF NOT EXISTS sources (source VARCHAR PRIMARY KEY, seq BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS events (
+    "CREATE TABLE sources (source VARCHAR PRIMARY KEY, seq BIGINT NOT NULL)",
+    """CREATE TABLE events (
         ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL, run VARCHAR,
         labels VARCHAR NOT NULL, data VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS records (
-        seq BIGINT NOT NULL, ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL,
-        run VARCHAR, labels VARCHAR NOT NULL, data VARCHAR NOT NULL, prev VARCHAR NOT NULL,
-        hash VARCHAR NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS runs (
+    """CREATE TABLE runs (
         id VARCHAR PRIMARY KEY, project VARCHAR NOT NULL, name VARCHAR NOT NULL,
         config VARCHAR NOT NULL, status VARCHAR NOT NULL, start DOUBLE NOT NULL, "end" DOUBLE,
         labels VARCHAR NOT NULL, planned_total_steps BIGINT)""",
     _tokens.DDL,
-]
-for _tier in TIERS:
-    _DDL.append(
-        f"""CREATE TABLE IF NOT EXISTS rollup_{_tier} (
-        series INTEGER NOT NULL, b BIGINT NOT NULL, mn DOUBLE, mx DOUBLE, n BIGINT NOT NULL,
-        last_ts DOUBLE NOT NULL, last_rid BIGINT NOT NULL, last_value DOUBLE, last_step BIGINT)"""
-    )
-    _DDL.append(
-        f"""CREATE TABLE IF NOT EXISTS hist_{_tier} (
-        grp INTEGER NOT NULL, b BIGINT NOT NULL, bin INTEGER NOT NULL, n BIGINT NOT NULL)"""
-    )
+)
 
 
-def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the tables of a new file, or check that an existing file speaks our version
-    (before changing anything in it)."""
-    con.execute("BEGIN")
-    try:
-        _check_version(con)
-        for statement in _DDL:
-            con.execute(statement)
-        con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [SCHEMA_VERSION])
-        con.execute("INSERT OR IGNORE INTO meta VALUES ('watermark', 0)")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
-def _check_version(con: duckdb.DuckDBPyConnection) -> None:
-    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "meta" not in tables:
-        return
-    found = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
-    version = found[0][0] if found else None
-    if version != SCHEMA_VERSION:
-        raise StoreError(
-            f"file has store schema version {version}, this code reads {SCHEMA_VERSION}"
+def _v1(con: duckdb.DuckDBPyConnection) -> None:
+    """Samples, their series, runs, events, tokens and the pre-aggregated tiers."""
+    for statement in _V1_TABLES:
+        con.execute(statement)
+    for tier in TIERS:
+        con.execute(
+            f"""CREATE TABLE rollup_{tier} (
+            series INTEGER NOT NULL, b BIGINT NOT NULL, mn DOUBLE, mx DOUBLE, n BIGINT NOT NULL,
+            last_ts DOUBLE NOT NULL, last_rid BIGINT NOT NULL, last_value DOUBLE,
+            last_step BIGINT)"""
         )
+        con.execute(
+            f"""CREATE TABLE hist_{tier} (
+            grp INTEGER NOT NULL, b BIGINT NOT NULL, bin INTEGER NOT NULL, n BIGINT NOT NULL)"""
+        )
+    con.execute("INSERT INTO meta VALUES ('schema', 0), ('watermark', 0)")
+
+
+def _v2(con: duckdb.DuckDBPyConnection) -> None:
+    """The collector's records apart from ingested events, hash-chained; sources' owners."""
+    con.execute(
+        """CREATE TABLE records (
+        seq BIGINT NOT NULL, ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL,
+        run VARCHAR, labels VARCHAR NOT NULL, data VARCHAR NOT NULL, prev VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL)"""
+    )
+    con.execute("CREATE TABLE source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)")
+
+
+#: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
+STEPS: tuple[Step, ...] = (_v1, _v2)
+
+#: The version this code reads and writes: the number of steps.
+SCHEMA_VERSION = len(STEPS)
+
+
+def version(con: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of the open file: 0 for an empty one."""
+    tables = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()
+    if not tables:
+        return 0
+    found = []
+    if ("meta",) in tables:
+        found = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall()
+    if not found:
+        raise StoreError("file has tables but no store schema version: not a stepwatch store")
+    return int(found[0][0])
+
+
+def upgrade(
+    con: duckdb.DuckDBPyConnection, to: int = SCHEMA_VERSION, steps: Sequence[Step] = STEPS
+) -> tuple[int, int]:
+    """Run the steps the file lacks up to version ``to``, each in its own transaction;
+    returns the versions before and after. A file newer than ``to`` is refused untouched."""
+    start = version(con)
+    if start > to:
+        raise StoreError(
+            f"file has store schema version {start}, this code reads {to}: "
+            "open it with a newer stepwatch"
+        )
+    for number in range(start + 1, to + 1):
+        con.execute("BEGIN")
+        try:
+            steps[number - 1](con)
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", [number])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return start, to
 
 
 def bin_sql(col: str) -> str:

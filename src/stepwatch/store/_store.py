@@ -181,7 +181,8 @@ class Store:
             if any(prep.accepted):
                 with self._txn() as cur:
                     _write(cur, prep)
-                self._cat, self._next_rid = prep.catalogue, prep.next_rid
+                self._cat.add(prep.new_series)
+                self._next_rid = prep.next_rid
                 self._seqs.update(prep.seqs)
                 self._head = prep.head
                 newest = min(_prune.newest_ingested(batches, prep.accepted), self._clock())
