@@ -1,15 +1,28 @@
 """The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
 
+from ._alert_state import OPEN_STATES, AlertQuery, AlertRow, AlertStates
+from ._audit_log import AuditQuery
+from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
 from ._errors import StoreError
+from ._paging import Page
 from ._records import ChainCheck, Head
+from ._state import CurrentState
 from ._store import Store
 from ._tokens import TokenRecord
 
 __all__ = [
+    "OPEN_STATES",
+    "ActionQuery",
+    "AlertQuery",
+    "AlertRow",
+    "AlertStates",
+    "AuditQuery",
     "ChainCheck",
+    "CurrentState",
     "Head",
     "LabelMatch",
+    "Page",
     "SeriesInfo",
     "Store",
     "StoreError",

@@ -1,0 +1,62 @@
+"""The state tables' one mechanism: records fold into current-state rows by SQL, in the
+transaction that writes them, and the same SQL over every record rebuilds the tables.
+
+A family (alerts, silences, commands, actions) names its tables, the record kinds that change
+them and the statements that fold a relation of new records (the ``records`` columns) into
+them. Every statement keeps, per item, the record with the highest seq, and a follow-up
+record (an ack, an expiry) changes an item only when it was written after the item's first
+record; so folding the records batch by batch and folding them all at once give the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+__all__ = ["Family", "fold", "rebuild"]
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """The current-state tables of one family of records and how its records change them.
+
+    ``statements`` hold ``{src}``: the relation of new records they fold in.
+    """
+
+    tables: tuple[str, ...]
+    ddl: tuple[str, ...]
+    kinds: frozenset[str]
+    statements: tuple[str, ...]
+
+
+def latest(src: str, kind: str, key: str, columns: str) -> str:
+    """SQL of the newest record of ``kind`` per ``key`` in ``src``, with ``first_seq``, the
+    seq of its oldest there; ``columns`` are the other expressions to keep (over ``data``)."""
+    return f"""SELECT {key} AS id, seq, ts, run, text, labels, data,
+        min(seq) OVER (PARTITION BY {key}) AS first_seq, {columns}
+        FROM {src} WHERE kind = '{kind}' AND {key} IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY seq DESC) = 1"""
+
+
+def fold(
+    cur: duckdb.DuckDBPyConnection,
+    families: Sequence[Family],
+    src: str,
+    kinds: Collection[str] | None = None,
+) -> None:
+    """Fold the records of relation ``src`` into the tables of the families they concern
+    (``kinds``: the kinds ``src`` holds, when the caller knows them; None: every family)."""
+    for family in families:
+        if kinds is None or family.kinds & set(kinds):
+            for statement in family.statements:
+                cur.execute(statement.format(src=src))
+
+
+def rebuild(cur: duckdb.DuckDBPyConnection, families: Sequence[Family]) -> None:
+    """Empty the families' tables and fold every stored record into them again."""
+    for family in families:
+        for table in family.tables:
+            cur.execute(f"DELETE FROM {table}")
+    fold(cur, families, "records")
