@@ -36,6 +36,7 @@ def test_public_api() -> None:
         "Store",
         "StoreError",
         "TokenRecord",
+        "every",
     ]
 
 

@@ -5,7 +5,7 @@ from ._audit_log import AuditQuery
 from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
 from ._errors import StoreError
-from ._paging import Page
+from ._paging import Page, every
 from ._records import ChainCheck, Head
 from ._state import CurrentState
 from ._store import Store
@@ -27,4 +27,5 @@ __all__ = [
     "Store",
     "StoreError",
     "TokenRecord",
+    "every",
 ]

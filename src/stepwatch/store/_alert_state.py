@@ -16,8 +16,8 @@ from typing import Any, Literal
 import duckdb
 
 from ..model import Event
-from ._paging import Page, Where, encode_cursor
-from ._projection import Family, latest
+from ._paging import Page, Where, decode_cursor, encode_cursor, newest
+from ._projection import Family, Replace, latest
 
 __all__ = ["OPEN_STATES", "AlertQuery", "AlertRow", "AlertStates"]
 
@@ -37,7 +37,6 @@ _ACK = (
     "coalesce(json_extract_string(data, '$.by'), '') AS ack_by, "
     "coalesce(json_extract_string(data, '$.comment'), '') AS ack_comment"
 )
-_CHANGED = ("seq", "ts", "since", "run", "kind", "severity", "state", "open", "text", "labels")
 
 FAMILY = Family(
     tables=("alert_state",),
@@ -50,13 +49,15 @@ FAMILY = Family(
         acked_by VARCHAR, ack_comment VARCHAR, acked_at DOUBLE)""",
     ),
     kinds=frozenset({"alert", "alert_ack"}),
-    statements=(
-        f"""INSERT INTO alert_state
-        SELECT id, first_seq, seq, ts, since, run, akind, severity, state,
-            state IN {OPEN_STATES!r}, text, labels, data, NULL, NULL, NULL
-        FROM ({latest("{src}", "alert", _ID, _FIELDS)})
-        ON CONFLICT (id) DO UPDATE SET data = excluded.data, """
-        + ", ".join(f"{c} = excluded.{c}" for c in _CHANGED),
+    steps=(
+        Replace(
+            "alert_state",
+            f"""SELECT n.id, coalesce(o.first_seq, n.first_seq), n.seq, n.ts, n.since, n.run,
+                n.akind, n.severity, n.state, n.state IN {OPEN_STATES!r}, n.text, n.labels,
+                n.data, o.acked_by, o.ack_comment, o.acked_at
+            FROM ({latest("{src}", "alert", _ID, _FIELDS)}) n
+            LEFT JOIN alert_state o ON o.id = n.id""",
+        ),
         f"""UPDATE alert_state SET acked_by = a.ack_by, ack_comment = a.ack_comment,
             acked_at = a.ts
         FROM ({latest("{src}", "alert_ack", _ID, _ACK)}) a
@@ -64,7 +65,7 @@ FAMILY = Family(
     ),
 )
 
-_COLUMNS = "id, seq, ts, since, run, kind, severity, state, text, labels, data, acked_by, "
+_COLUMNS = "seq, id, ts, since, run, kind, severity, state, text, labels, data, acked_by, "
 _COLUMNS += "ack_comment, acked_at"
 
 
@@ -101,7 +102,7 @@ class AlertRow:
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> AlertRow:
-        aid, seq, ts, since, run, kind, severity, state, text, labels, data, by, note, at = row
+        seq, aid, ts, since, run, kind, severity, state, text, labels, data, by, note, at = row
         return cls(
             aid, seq, ts, since, run, kind, severity, state, text,
             json.loads(labels), json.loads(data), by, note, at,
@@ -111,7 +112,8 @@ class AlertRow:
 @dataclass(frozen=True, slots=True)
 class AlertQuery:
     """Which alerts a list wants; None is no filter. ``projects``: only alerts of runs of
-    these projects (an identity's); ``since``/``until`` bound the newest transition's time."""
+    these projects (an identity's); ``since``/``until`` bound the newest transition's time.
+    Open, firing and pending ones are few; the others are read newest first, window by window."""
 
     state: AlertStates = "open"
     run: str | None = None
@@ -142,18 +144,21 @@ def get(cur: duckdb.DuckDBPyConnection, alert_id: str) -> AlertRow | None:
 
 
 def page(
-    cur: duckdb.DuckDBPyConnection, query: AlertQuery, cursor: str | None, limit: int
+    cur: duckdb.DuckDBPyConnection, query: AlertQuery, cursor: str | None, limit: int, head: int
 ) -> Page[AlertRow]:
-    """Up to ``limit`` matching alerts after ``cursor``, newest transition first."""
-    where = query.where().after(cursor)
-    rows = cur.execute(
-        f"""SELECT {_COLUMNS} FROM alert_state WHERE {where.sql()}
-        ORDER BY ts DESC, id DESC LIMIT ?""",
-        [*where.params, limit + 1],
+    """Up to ``limit`` matching alerts below ``cursor``, the latest changed first. Open ones
+    (few, however old) are picked from the ``open`` column; others window down from ``head``."""
+    where, select = query.where(), f"SELECT {_COLUMNS} FROM alert_state"
+    if query.state in ("all", "resolved"):
+        rows, after = newest(cur, select, where, cursor, limit, head)
+        return Page([AlertRow.of(r) for r in rows], after)
+    if cursor is not None:
+        where.add("seq < ?", decode_cursor(cursor))
+    found = cur.execute(
+        f"{select} WHERE {where.sql()} ORDER BY seq DESC LIMIT ?", [*where.params, limit + 1]
     ).fetchall()
-    items = [AlertRow.of(r) for r in rows[:limit]]
-    more = len(rows) > limit
-    return Page(items, encode_cursor(items[-1].ts, items[-1].id) if more else None)
+    items = [AlertRow.of(r) for r in found[:limit]]
+    return Page(items, encode_cursor(items[-1].seq) if len(found) > limit else None)
 
 
 def open_counts(cur: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> dict[str, int]:

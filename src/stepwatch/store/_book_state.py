@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
-from ._paging import Page, Where, encode_cursor
-from ._projection import Family, latest
+from ._paging import Page, Where, newest
+from ._projection import Family, Replace, latest
 
 __all__ = ["ActionQuery"]
 
@@ -48,7 +48,7 @@ SILENCES = Family(
         expired_by VARCHAR)""",
     ),
     kinds=frozenset({"silence", "silence_expired"}),
-    statements=(
+    steps=(
         f"""INSERT INTO silence_state
         SELECT id, first_seq, seq, starts, ends, data, NULL, NULL
         FROM ({latest("{src}", "silence", _ID, _SILENCE)})
@@ -69,7 +69,7 @@ COMMANDS = Family(
         detail VARCHAR, step BIGINT, acked_ts DOUBLE)""",
     ),
     kinds=frozenset({"command", "command_ack"}),
-    statements=(
+    steps=(
         f"""INSERT INTO command_state
         SELECT id, first_seq, crun, num, ts, data, 'pending', NULL, NULL, NULL
         FROM ({latest("{src}", "command", _ID, _COMMAND)}) WHERE crun IS NOT NULL
@@ -90,13 +90,12 @@ ACTIONS = Family(
         state VARCHAR NOT NULL, run VARCHAR, data VARCHAR NOT NULL)""",
     ),
     kinds=frozenset({"action"}),
-    statements=(
-        f"""INSERT INTO action_state
-        SELECT id, seq, coalesce(created, ts), ts, state, run, data
-        FROM ({latest("{src}", "action", _ID, _ACTION)})
-        ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, created = excluded.created,
-            updated = excluded.updated, state = excluded.state, run = excluded.run,
-            data = excluded.data""",
+    steps=(
+        Replace(
+            "action_state",
+            f"""SELECT id, seq, coalesce(created, ts), ts, state, run, data
+            FROM ({latest("{src}", "action", _ID, _ACTION)})""",
+        ),
     ),
 )
 
@@ -153,18 +152,16 @@ class ActionQuery:
 
 
 def actions(
-    cur: duckdb.DuckDBPyConnection, query: ActionQuery, cursor: str | None, limit: int
+    cur: duckdb.DuckDBPyConnection, query: ActionQuery, cursor: str | None, limit: int, head: int
 ) -> Page[dict[str, Any]]:
-    """Up to ``limit`` matching actions (their newest record's data) after ``cursor``, newest
-    request first."""
-    where = query.where().after(cursor, ts="created")
-    rows = cur.execute(
-        f"""SELECT created, id, data FROM action_state WHERE {where.sql()}
-        ORDER BY created DESC, id DESC LIMIT ?""",
-        [*where.params, limit + 1],
-    ).fetchall()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(
-        [json.loads(r[2]) for r in rows], encode_cursor(rows[-1][0], rows[-1][1]) if more else None
-    )
+    """Up to ``limit`` matching actions (their newest record's data) below ``cursor``, the
+    latest changed first."""
+    select = "SELECT seq, data FROM action_state"
+    rows, after = newest(cur, select, query.where(), cursor, limit, head)
+    return Page([json.loads(data) for _, data in rows], after)
+
+
+def action(cur: duckdb.DuckDBPyConnection, action_id: str) -> dict[str, Any] | None:
+    """One action as it stands (its newest record's data), by id."""
+    rows = cur.execute("SELECT data FROM action_state WHERE id = ?", [action_id]).fetchall()
+    return json.loads(rows[0][0]) if rows else None

@@ -2,10 +2,13 @@
 transaction that writes them, and the same SQL over every record rebuilds the tables.
 
 A family (alerts, silences, commands, actions) names its tables, the record kinds that change
-them and the statements that fold a relation of new records (the ``records`` columns) into
-them. Every statement keeps, per item, the record with the highest seq, and a follow-up
-record (an ack, an expiry) changes an item only when it was written after the item's first
-record; so folding the records batch by batch and folding them all at once give the same rows.
+them and the steps that fold a relation of new records (the ``records`` columns) into them:
+a statement, or a ``Replace`` whose rows take the place of the rows of the same ids and move
+to the end of the table (so a table lies in the order of the records that last changed its
+rows; see ``_paging.newest``). Every step keeps, per item, the record with the highest seq,
+and a follow-up record (an ack, an expiry) changes an item only when it was written after the
+item's first record; so folding the records batch by batch and folding them all at once give
+the same rows.
 """
 
 from __future__ import annotations
@@ -15,20 +18,28 @@ from dataclasses import dataclass
 
 import duckdb
 
-__all__ = ["Family", "fold", "rebuild"]
+__all__ = ["Family", "Replace", "fold", "rebuild"]
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Rows of ``table`` (by ``id``) replaced by those ``select`` makes, at the table's end."""
+
+    table: str
+    select: str
 
 
 @dataclass(frozen=True, slots=True)
 class Family:
     """The current-state tables of one family of records and how its records change them.
 
-    ``statements`` hold ``{src}``: the relation of new records they fold in.
+    ``steps`` hold ``{src}``: the relation of new records they fold in.
     """
 
     tables: tuple[str, ...]
     ddl: tuple[str, ...]
     kinds: frozenset[str]
-    statements: tuple[str, ...]
+    steps: tuple[str | Replace, ...]
 
 
 def latest(src: str, kind: str, key: str, columns: str) -> str:
@@ -50,8 +61,23 @@ def fold(
     (``kinds``: the kinds ``src`` holds, when the caller knows them; None: every family)."""
     for family in families:
         if kinds is None or family.kinds & set(kinds):
-            for statement in family.statements:
-                cur.execute(statement.format(src=src))
+            for step in family.steps:
+                if isinstance(step, Replace):
+                    _replace(cur, step.table, step.select.format(src=src))
+                else:
+                    cur.execute(step.format(src=src))
+
+
+def _replace(cur: duckdb.DuckDBPyConnection, table: str, select: str) -> None:
+    rows = cur.execute(select).to_arrow_table()
+    if not rows.num_rows:
+        return
+    cur.register("_changed", rows)
+    try:
+        cur.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM _changed)")
+        cur.execute(f"INSERT INTO {table} SELECT * FROM _changed")
+    finally:
+        cur.unregister("_changed")
 
 
 def rebuild(cur: duckdb.DuckDBPyConnection, families: Sequence[Family]) -> None:

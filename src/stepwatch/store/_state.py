@@ -18,7 +18,7 @@ from . import _alert_state, _audit_log, _book_state, _projection
 from ._alert_state import AlertQuery, AlertRow
 from ._audit_log import AuditQuery
 from ._book_state import ActionQuery
-from ._paging import Page
+from ._paging import Page, every
 
 __all__ = ["CurrentState"]
 
@@ -63,20 +63,14 @@ class CurrentState:
     def alerts(
         self, query: AlertQuery | None = None, cursor: str | None = None, limit: int = 1000
     ) -> Page[AlertRow]:
-        """A page of alerts, newest transition first; ValueError for a bad cursor."""
+        """A page of alerts, the latest changed first; ValueError for a bad cursor."""
         with self._txn() as cur:
-            return _alert_state.page(cur, query or AlertQuery(), cursor, limit)
+            return _alert_state.page(cur, query or AlertQuery(), cursor, limit, self._head())
 
     def open_alerts(self, run: str | None = None) -> list[AlertRow]:
         """Every open alert (of one run), oldest transition first: what a restart picks up."""
-        found: list[AlertRow] = []
-        cursor = None
-        while True:
-            got = self.alerts(AlertQuery(run=run), cursor, 10_000)
-            found += got.items
-            if got.cursor is None:
-                return found[::-1]
-            cursor = got.cursor
+        query = AlertQuery(run=run)
+        return list(every(lambda cursor: self.alerts(query, cursor, 10_000)))[::-1]
 
     def open_alert_counts(self, runs: Sequence[str]) -> dict[str, int]:
         """How many alerts are open, per run among ``runs``."""
@@ -98,9 +92,15 @@ class CurrentState:
     def actions(
         self, query: ActionQuery | None = None, cursor: str | None = None, limit: int = 1000
     ) -> Page[dict[str, Any]]:
-        """A page of actions as they stand (``Action.as_json``'s shape), newest request first."""
+        """A page of actions as they stand (``Action.as_json``'s shape), the latest changed
+        first."""
         with self._txn() as cur:
-            return _book_state.actions(cur, query or ActionQuery(), cursor, limit)
+            return _book_state.actions(cur, query or ActionQuery(), cursor, limit, self._head())
+
+    def action(self, action_id: str) -> dict[str, Any] | None:
+        """One action as it stands, by id; None for an id never stored."""
+        with self._txn() as cur:
+            return _book_state.action(cur, action_id)
 
     def audit(
         self, query: AuditQuery | None = None, cursor: str | None = None, limit: int = 1000

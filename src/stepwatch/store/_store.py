@@ -218,10 +218,11 @@ class Store:
 
     # ---- runs and events ----------------------------------------------------------------
 
-    def upsert_run(self, run: Run) -> None:
-        """Insert or replace a run."""
+    def upsert_run(self, *runs: Run) -> None:
+        """Insert or replace runs, in one transaction."""
         with self._lock, self._txn() as cur:
-            _runs.upsert_run(cur, run)
+            for run in runs:
+                _runs.upsert_run(cur, run)
 
     def get_run(self, run_id: str) -> Run | None:
         """The run with this id, or None."""
