@@ -8,9 +8,9 @@ runs, each run with a loss series; the records are resolved alert transitions, a
 and finished actions, spread over the runs. With --dir the stores are kept there and used
 again by the next run (a copy each time, so every run starts from the same history). A
 collector starts on each, five live runs log a NaN loss through the ingest route (five alerts
-fire), then every route is timed --repeat times over one kept-alive connection; the table
-shows the median of each and the ratio long/short. Lists ask for pages of 10, a page the
-short history fills too, so both answer the same amount.
+fire), then every route is timed --repeat times over one kept-alive connection to each, asked
+of the two in turn; the table shows the median of each and the ratio long/short. Lists ask
+for pages of 10, a page the short history fills too, so both answer the same amount.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -109,26 +110,39 @@ def _fire(client: httpx.Client) -> None:
         time.sleep(0.2)
 
 
-def measure(store: Path, repeat: int) -> dict[str, float]:
-    """Median seconds of each route on a collector over ``store``."""
-    port = free_port()
-    proc = start_collector(store, port, store.with_suffix(".log"))
+def _time(
+    clients: list[httpx.Client], path: str, params: dict[str, Any], repeat: int
+) -> list[float]:
+    """Median seconds of a route on each client, asked in turn (load on the machine meanwhile
+    weighs on each alike)."""
+    times: list[list[float]] = [[] for _ in clients]
+    for client in clients:
+        client.get(path, params=params).raise_for_status()  # warm
+    for _ in range(repeat):
+        for client, spent in zip(clients, times, strict=True):
+            t0 = time.perf_counter()
+            client.get(path, params=params).raise_for_status()
+            spent.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def measure(stores: list[Path], repeat: int) -> dict[str, list[float]]:
+    """Median seconds of each route on a collector over each store."""
+    procs, clients = [], []
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        for store in stores:
+            port = free_port()
+            procs.append(start_collector(store, port, store.with_suffix(".log")))
+            clients.append(httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60))
+        for client in clients:
             _fire(client)
-            out = {}
-            for name, (path, params) in ROUTES.items():
-                client.get(path, params=params).raise_for_status()  # warm
-                times = []
-                for _ in range(repeat):
-                    t0 = time.perf_counter()
-                    client.get(path, params=params).raise_for_status()
-                    times.append(time.perf_counter() - t0)
-                out[name] = statistics.median(times)
-            return out
+        return {name: _time(clients, *route, repeat) for name, route in ROUTES.items()}
     finally:
-        proc.terminate()
-        proc.wait(60)
+        for client in clients:
+            client.close()
+        for proc in procs:
+            proc.terminate()
+            proc.wait(60)
 
 
 def _store(where: Path, name: str, records: int, runs: int, keep: bool) -> Path:
@@ -155,13 +169,12 @@ def main() -> None:
         where.mkdir(parents=True, exist_ok=True)
         short = _store(where, "short", 100, 10, args.dir is not None)
         long = _store(where, "long", args.records, args.runs, args.dir is not None)
-        a, b = measure(short, args.repeat), measure(long, args.repeat)
+        got = measure([short, long], args.repeat)
     head = f"{args.records:,} rec, {args.runs:,} runs"
     print(f"\n{'route (median of ' + str(args.repeat) + ')':<26} {'100 rec, 10 runs':>17} "
           f"{head:>24} {'ratio':>6}")  # fmt: skip
-    for name in ROUTES:
-        print(f"{name:<26} {a[name] * 1e3:>14.2f} ms {b[name] * 1e3:>21.2f} ms "
-              f"{b[name] / a[name]:>6.2f}")  # fmt: skip
+    for name, (a, b) in got.items():
+        print(f"{name:<26} {a * 1e3:>14.2f} ms {b * 1e3:>21.2f} ms {b / a:>6.2f}")
 
 
 if __name__ == "__main__":

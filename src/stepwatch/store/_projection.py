@@ -23,7 +23,8 @@ __all__ = ["Family", "Replace", "fold", "rebuild"]
 
 @dataclass(frozen=True, slots=True)
 class Replace:
-    """Rows of ``table`` (by ``id``) replaced by those ``select`` makes, at the table's end."""
+    """Rows of ``table`` (by ``id``) replaced by those ``select`` makes (with a ``seq``), at
+    the table's end in seq order."""
 
     table: str
     select: str
@@ -75,7 +76,7 @@ def _replace(cur: duckdb.DuckDBPyConnection, table: str, select: str) -> None:
     cur.register("_changed", rows)
     try:
         cur.execute(f"DELETE FROM {table} WHERE id IN (SELECT id FROM _changed)")
-        cur.execute(f"INSERT INTO {table} SELECT * FROM _changed")
+        cur.execute(f"INSERT INTO {table} SELECT * FROM _changed ORDER BY seq")
     finally:
         cur.unregister("_changed")
 
