@@ -147,9 +147,10 @@ def page(
     cur: duckdb.DuckDBPyConnection, query: AlertQuery, cursor: str | None, limit: int, head: int
 ) -> Page[AlertRow]:
     """Up to ``limit`` matching alerts below ``cursor``, the latest changed first. Open ones
-    (few, however old) are picked from the ``open`` column; others window down from ``head``."""
+    (few, however old) are picked from the ``open`` column and a run's from the ``run``
+    column, in one scan; others window down from ``head``."""
     where, select = query.where(), f"SELECT {_COLUMNS} FROM alert_state"
-    if query.state in ("all", "resolved"):
+    if query.state in ("all", "resolved") and query.run is None:
         rows, after = newest(cur, select, where, cursor, limit, head)
         return Page([AlertRow.of(r) for r in rows], after)
     if cursor is not None:
