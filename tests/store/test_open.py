@@ -22,11 +22,19 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
         "DEFAULT_RETENTION",
+        "OPEN_STATES",
+        "ActionQuery",
+        "AlertQuery",
+        "AlertRow",
+        "AlertStates",
+        "AuditQuery",
         "ChainCheck",
+        "CurrentState",
         "DiskCap",
         "Head",
         "Kept",
         "LabelMatch",
+        "Page",
         "Pruned",
         "Retention",
         "SeriesInfo",
@@ -34,6 +42,7 @@ def test_public_api() -> None:
         "Store",
         "StoreError",
         "TokenRecord",
+        "every",
     ]
 
 

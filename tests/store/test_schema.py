@@ -37,9 +37,15 @@ _ROWS: dict[int, list[tuple[str, list[object]]]] = {
 }
 
 
+_FIRING = {"id": "a1", "rule": "spike", "group": "g", "kind": "loss_spike", "state": "firing"}
+_FIRING |= {"severity": "warning", "since": T0 + 2, "labels": {"run": "r1"}}
+
+
 def _records() -> tuple[list[tuple[object, ...]], Head]:
-    """Three chained records of the collector's, as version 2 introduced them."""
-    events = [Event(T0 + i, "audit", f"act {i}", {"run": "r1"}, {"i": i}) for i in range(3)]
+    """Three chained records of the collector's, as version 2 introduced them, the last an
+    alert that fires."""
+    events = [Event(T0 + i, "audit", f"act {i}", {"run": "r1"}, {"i": i}) for i in range(2)]
+    events.append(Event(T0 + 2, "alert", "loss spike", {"run": "r1"}, _FIRING))
     rows = [event_row(e) for e in events]
     table, head = chain(rows, Head(0, GENESIS))
     return [tuple(r.values()) for r in table.to_pylist()], head
@@ -112,6 +118,7 @@ def test_a_migrated_store_keeps_its_data_and_answers(store_path: Path, old: int)
             assert store.owner_of("trainer-0") == "admin"
             assert store.record_head() == head
             assert store.verify_records().problem is None
+            assert [a.id for a in store.current.open_alerts()] == ["a1"]  # folded from records
         store.apply([batch([LOSS], [0], [T0 + 100], [0.5], source="trainer-0", seq=8)])
         store.compact()
         (got,) = store.downsample_many("loss", {"run": "r1"}, T0, T0 + 200, 10, ["count"])

@@ -7,18 +7,15 @@ import logging
 from collections.abc import Callable
 
 from ..act import (
-    ACTION_EVENT,
-    COMMAND_ACK_EVENT,
-    COMMAND_EVENT,
+    ACTION_STATES,
+    FINAL_STATES,
+    Action,
     CommandBook,
     Playbooks,
     PolicyEngine,
     Remediation,
 )
 from ..detect import (
-    ALERT_EVENT,
-    SILENCE_EVENT,
-    SILENCE_EXPIRED_EVENT,
     AlertState,
     LiveAlert,
     LiveDetector,
@@ -26,44 +23,51 @@ from ..detect import (
     SilenceBook,
 )
 from ..model import Run
-from ..store import Store
+from ..store import ActionQuery, AlertRow, Store, every
 from ._alert_stream import AlertStreams
 from ._event_log import EventLog
 from ._writer import GroupWriter
 
-__all__ = ["ACK_EVENT", "Detection", "latest_alerts"]
+__all__ = ["ACK_EVENT", "Detection", "live_alert", "open_alerts"]
 
 #: The event kind of a person acknowledging an alert.
 ACK_EVENT = "alert_ack"
-#: How many of the newest events of one kind the collector reads back (alerts, silences).
-HISTORY = 100_000
+#: Actions a restarted collector takes back: those not yet done.
+UNFINISHED = frozenset(ACTION_STATES) - frozenset(FINAL_STATES)
 
 log = logging.getLogger("stepwatch.server")
 
 
-def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
-    """The latest transition of each alert the store holds, by id, oldest first; a record too
-    malformed to read is left out."""
-    latest: dict[str, LiveAlert] = {}
-    for event in store.records(run=run, kind=ALERT_EVENT, limit=HISTORY):
+def live_alert(row: AlertRow) -> LiveAlert | None:
+    """The alert of a row of the store's alert table; None for a record too malformed to read."""
+    try:
+        return LiveAlert.from_event(row.event())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def open_alerts(store: Store, run: str | None = None) -> list[LiveAlert]:
+    """The open alerts the store holds (of one run), oldest first."""
+    found = (live_alert(row) for row in store.current.open_alerts(run))
+    return [a for a in found if a is not None]
+
+
+def unfinished_actions(store: Store) -> list[Action]:
+    """The actions a previous life left waiting, queued or running."""
+    query = ActionQuery(states=UNFINISHED)
+    out = []
+    for data in every(lambda cursor: store.current.actions(query, cursor, 10_000)):
         try:
-            alert = LiveAlert.from_event(event)
-        except (KeyError, TypeError, ValueError):
-            continue
-        latest.pop(alert.id, None)
-        latest[alert.id] = alert
-    return latest
-
-
-def acked_ids(store: Store, run: str | None = None) -> set[str]:
-    """Alerts someone acknowledged."""
-    acks = store.records(run=run, kind=ACK_EVENT, limit=HISTORY)
-    return {str(e.data.get("id")) for e in acks}
+            out.append(Action.from_json(data))
+        except ValueError:
+            continue  # a record in a shape this version does not read
+    return out
 
 
 class Detection:
-    """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences restored
-    from their events, firing alerts of a previous life resolved at start, SSE streams fed.
+    """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences, commands
+    and unfinished actions restored from the store's tables, firing alerts of a previous life
+    resolved at start, SSE streams fed.
 
     Args:
         store: the collector's store.
@@ -89,11 +93,8 @@ class Detection:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
         self.silences = SilenceBook(self.log.write, clock, project_of)
-        self.silences.restore(
-            store.records(kind=SILENCE_EVENT, limit=HISTORY)
-            + store.records(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
-        )
-        stale = [a for a in latest_alerts(store).values() if a.state == AlertState.FIRING]
+        self.silences.restore(store.current.silences(clock()))
+        stale = [a for a in open_alerts(store) if a.state == AlertState.FIRING]
         self.live = LiveDetector(
             rules, self.log.record, silences=self.silences, lateness_s=lateness_s, stale=stale
         )
@@ -103,14 +104,11 @@ class Detection:
             playbooks or Playbooks(),
             self.log.write,
             clock=clock,
-            restored=store.records(kind=ACTION_EVENT, limit=HISTORY),
+            restored=unfinished_actions(store),
         )
         self.live.subscribe(self.remediation.on_alert)  # a muted alert triggers nothing
         self.commands = CommandBook(clock)
-        self.commands.restore(
-            store.records(kind=COMMAND_EVENT, limit=HISTORY)
-            + store.records(kind=COMMAND_ACK_EVENT, limit=HISTORY)
-        )
+        self.commands.restore(store.current.commands(live=True))
         self.policy = PolicyEngine(
             lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
         )
@@ -127,10 +125,12 @@ class Detection:
             return
         left = [
             a.but(state=AlertState.RESOLVED, ts=max(a.ts, end), reason="run finished")
-            for a in latest_alerts(self.store, run.id).values()
+            for a in open_alerts(self.store, run.id)
             if a.state == AlertState.FIRING and a.id not in closed
         ]
         self.log.write([a.to_event() for a in left])  # after the detector's, in order
+        for alert in left:  # pages hold alerts by their transitions: these are some too
+            self.streams.publish(alert)
 
     def start(self) -> None:
         self.streams.open()

@@ -55,12 +55,16 @@ def _bind(host: str, port: int) -> socket.socket:
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
     try:
-        return socket.create_server((bare, port), family=family)
+        sock = socket.create_server((bare, port), family=family)
     except OSError as exc:
         why = (exc.strerror or str(exc)).lower()
         if exc.errno == errno.EADDRINUSE:
             why = "the port is in use (by another collector?); --port chooses another"
         raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {why}") from exc
+    # Accepted connections inherit it: asyncio sets it only on sockets made with IPPROTO_TCP,
+    # and without it a response's second write waits for the client's delayed ACK (40 ms).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def _url(sock: socket.socket, scheme: str) -> str:

@@ -1,22 +1,35 @@
 """The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
 
+from ._alert_state import OPEN_STATES, AlertQuery, AlertRow, AlertStates
+from ._audit_log import AuditQuery
+from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
 from ._errors import StoreError
+from ._paging import Page, every
 from ._plan import Kept
 from ._prune import Pruned
 from ._records import ChainCheck, Head
 from ._retention import DEFAULT_RETENTION, Retention
 from ._space import DiskCap, Space
+from ._state import CurrentState
 from ._store import Store
 from ._tokens import TokenRecord
 
 __all__ = [
     "DEFAULT_RETENTION",
+    "OPEN_STATES",
+    "ActionQuery",
+    "AlertQuery",
+    "AlertRow",
+    "AlertStates",
+    "AuditQuery",
     "ChainCheck",
+    "CurrentState",
     "DiskCap",
     "Head",
     "Kept",
     "LabelMatch",
+    "Page",
     "Pruned",
     "Retention",
     "SeriesInfo",
@@ -24,4 +37,5 @@ __all__ = [
     "Store",
     "StoreError",
     "TokenRecord",
+    "every",
 ]

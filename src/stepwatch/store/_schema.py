@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from . import _tokens
+from . import _state, _tokens
 from ._errors import StoreError
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -81,8 +81,16 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)")
 
 
+def _v3(con: duckdb.DuckDBPyConnection) -> None:
+    """The current state of alerts, silences, commands and actions as tables, kept by each
+    records write; an older file's are folded from all its records once, here."""
+    for statement in _state.DDL:
+        con.execute(statement)
+    _state.rebuild(con)
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)
