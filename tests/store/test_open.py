@@ -22,8 +22,10 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
         "ChainCheck",
+        "Checkpoint",
         "Head",
         "LabelMatch",
+        "Position",
         "SeriesInfo",
         "Store",
         "StoreError",

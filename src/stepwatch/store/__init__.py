@@ -1,6 +1,7 @@
 """The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
 
 from ._catalogue import LabelMatch, SeriesInfo
+from ._checkpoints import Checkpoint, Position
 from ._errors import StoreError
 from ._records import ChainCheck, Head
 from ._store import Store
@@ -8,8 +9,10 @@ from ._tokens import TokenRecord
 
 __all__ = [
     "ChainCheck",
+    "Checkpoint",
     "Head",
     "LabelMatch",
+    "Position",
     "SeriesInfo",
     "Store",
     "StoreError",

@@ -15,7 +15,8 @@ from . import _tokens
 from ._errors import StoreError
 
 #: 2: the collector's records apart from ingested events, hash-chained; sources' owners.
-SCHEMA_VERSION = 2
+#: 3: ingested events numbered (``eid``); the checkpoints of the collector's state.
+SCHEMA_VERSION = 3
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
 TIERS: tuple[int, ...] = (10, 300)
@@ -39,7 +40,7 @@ _DDL = [
     "CREATE TABLE IF NOT EXISTS source_owners (source VARCHAR PRIMARY KEY, owner VARCHAR NOT NULL)",
     """CREATE TABLE IF NOT EXISTS events (
         ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL, run VARCHAR,
-        labels VARCHAR NOT NULL, data VARCHAR NOT NULL)""",
+        labels VARCHAR NOT NULL, data VARCHAR NOT NULL, eid BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS records (
         seq BIGINT NOT NULL, ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL,
         run VARCHAR, labels VARCHAR NOT NULL, data VARCHAR NOT NULL, prev VARCHAR NOT NULL,
@@ -49,6 +50,9 @@ _DDL = [
         config VARCHAR NOT NULL, status VARCHAR NOT NULL, start DOUBLE NOT NULL, "end" DOUBLE,
         labels VARCHAR NOT NULL, planned_total_steps BIGINT)""",
     _tokens.DDL,
+    """CREATE TABLE IF NOT EXISTS checkpoints (
+        name VARCHAR PRIMARY KEY, version VARCHAR NOT NULL, blob BLOB NOT NULL,
+        rid BIGINT NOT NULL, eid BIGINT NOT NULL)""",
 ]
 for _tier in TIERS:
     _DDL.append(
