@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from stepwatch.model import NO_STEP, Event, RecordBatch, SeriesKey
-from stepwatch.store import Checkpoint, Position, Store
-from stepwatch.store import _checkpoints
+from stepwatch.store import Checkpoint, Position, Store, _checkpoints
 
 from .conftest import T0, batch
 

@@ -66,6 +66,16 @@ from ._base import (
     default=None,
     help="Mutual TLS: clients must present a certificate signed by this CA (PEM).",
 )
+@click.option(
+    "--checkpoint-interval",
+    "checkpoint_interval_s",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Seconds between checkpoints of the detection state in the store (also taken at "
+    "shutdown): a restart replays only what came after the last one.",
+)
 def server(
     store_path: Path,
     host: str,
@@ -79,6 +89,7 @@ def server(
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
+    checkpoint_interval_s: float,
 ) -> None:
     """Run the collector: ingest, store, detection, query API and web page."""
     from ..server import ServerTls, serve
@@ -96,6 +107,7 @@ def server(
             key=encryption_key,
             tls=tls,
             allowed_hosts=allowed_hosts,
+            checkpoint_interval_s=checkpoint_interval_s,
         )
 
 

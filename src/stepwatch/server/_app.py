@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
@@ -50,7 +51,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
-def _probes(writer: GroupWriter) -> APIRouter:
+def _probes(writer: GroupWriter, detection: Detection) -> APIRouter:
     """Open to probes and browsers: they carry no data."""
     router = APIRouter(dependencies=[PUBLIC])
 
@@ -64,6 +65,8 @@ def _probes(writer: GroupWriter) -> APIRouter:
         """Ready to take batches: the store is open and the writer thread runs."""
         if not writer.alive:
             return error_response(503, "not ready: the store writer is not running")
+        if not detection.live.ready:
+            return error_response(503, "not ready: restoring detection state")
         return JSON({"status": "ready"})
 
     @router.get("/", include_in_schema=False)
@@ -103,6 +106,7 @@ def create_app(
     lateness_s: float = 2.0,
     notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
@@ -120,6 +124,7 @@ def create_app(
         lateness_s: data time the rules comparing members wait for late samples.
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
+        checkpoint_interval_s: seconds between checkpoints of the collector's state.
     """
     writer = GroupWriter(
         store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
@@ -136,11 +141,13 @@ def create_app(
         clock=clock,
         playbooks=playbooks,
         project_of=scope.project_of,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
-    writer.on_commit.append(detection.live.feed)
+    writer.on_commit.append(detection.feed)
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of
     )
+    detection.restore()  # before the writer takes a batch
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -155,6 +162,7 @@ def create_app(
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last
             await run_in_threadpool(notifications.stop)  # send what detection said last
+            await run_in_threadpool(detection.checkpoints.stop)  # and keep where they stand
 
     app = FastAPI(
         title="stepwatch collector",
@@ -176,7 +184,7 @@ def create_app(
     )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
-    include(app, _probes(writer))
+    include(app, _probes(writer, detection))
     include(app, _docs(app))
     include(app, session_router(app.state.guard))
     if tokens is not None:

@@ -4,8 +4,9 @@ what a previous life of the collector left in the store."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S, CheckpointWorker, restore_parts
 from ..act import (
     ACTION_EVENT,
     COMMAND_ACK_EVENT,
@@ -22,10 +23,11 @@ from ..detect import (
     AlertState,
     LiveAlert,
     LiveDetector,
+    Recovery,
     RuleFiles,
     SilenceBook,
 )
-from ..model import Run
+from ..model import Run, SampleBatch
 from ..store import Store
 from ._alert_stream import AlertStreams
 from ._event_log import EventLog
@@ -63,7 +65,8 @@ def acked_ids(store: Store, run: str | None = None) -> set[str]:
 
 class Detection:
     """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences restored
-    from their events, firing alerts of a previous life resolved at start, SSE streams fed.
+    from their events, state checkpointed and restored (``restore``, before ``start``), SSE
+    streams fed.
 
     Args:
         store: the collector's store.
@@ -73,6 +76,7 @@ class Detection:
         clock: wall time for silences and acks.
         playbooks: the remediations alerts and people may run (none by default).
         project_of: the project of a run (silences match an alert's ``project``).
+        checkpoint_interval_s: seconds between checkpoints of the detection state.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Detection:
         clock: Callable[[], float],
         playbooks: Playbooks | None = None,
         project_of: Callable[[str | None], str | None] = lambda run: None,
+        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
@@ -93,9 +98,8 @@ class Detection:
             store.records(kind=SILENCE_EVENT, limit=HISTORY)
             + store.records(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
         )
-        stale = [a for a in latest_alerts(store).values() if a.state == AlertState.FIRING]
         self.live = LiveDetector(
-            rules, self.log.record, silences=self.silences, lateness_s=lateness_s, stale=stale
+            rules, self.log.record, silences=self.silences, lateness_s=lateness_s
         )
         self.streams = AlertStreams()
         self.live.subscribe(self.streams.publish, muted=True)
@@ -115,6 +119,31 @@ class Detection:
             lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
+        #: Checkpoints the detector (and whatever other parts are added before ``restore``).
+        self.checkpoints = CheckpointWorker(
+            store,
+            [self.live],
+            position=lambda: self.live.snapshot_position,
+            barrier=lambda: self.log.write([]),  # the records the parts wrote are stored first
+            interval_s=checkpoint_interval_s,
+        )
+
+    def feed(self, batches: Sequence[SampleBatch]) -> None:
+        """The writer's commit hook: batches just committed, with the store's position."""
+        self.live.feed(batches, self.store.position())
+
+    def restore(self) -> None:
+        """Restore every part from the store's checkpoint and have the detector replay what
+        came since, before the writer takes new batches (nothing committed then is replayed)."""
+        checkpoint = self.store.load_checkpoint()
+        restored = restore_parts(self.checkpoints.parts, checkpoint)
+        end = self.store.position()
+        start = checkpoint.position if checkpoint and self.live.name in restored else end
+        if not start.within(end):
+            log.warning("the checkpoint is ahead of the store; detection starts from now")
+            start = end
+        replay = self.store.batches_since(start, end)
+        self.live.recover(Recovery(replay, end, latest_alerts(self.store)))
 
     def finish_run(self, run: Run) -> None:
         """Resolve a finished run's alerts: those of its detectors (notified like any other
@@ -134,9 +163,10 @@ class Detection:
 
     def start(self) -> None:
         self.streams.open()
-        self.live.start()
         self.remediation.start()
         self.policy.start()
+        self.live.start()  # what it replays first reaches subscribers that run
+        self.checkpoints.start()
 
     def stop(self) -> None:
         """End the streams, then let the detector finish what the writer handed it."""

@@ -14,6 +14,7 @@ from types import TracebackType
 
 import uvicorn
 
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from .._encryption import EncryptionKey
 from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
@@ -86,8 +87,12 @@ class ServerThread:
         key: EncryptionKey | None = None,
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
+        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
+        if not checkpoint_interval_s > 0:  # before anything opens
+            raise ValueError(f"the checkpoint interval must be above 0 s: {checkpoint_interval_s}")
+        self._checkpoint_interval_s = checkpoint_interval_s
         self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
         self._key = key
@@ -157,6 +162,7 @@ class ServerThread:
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
+            checkpoint_interval_s=self._checkpoint_interval_s,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -256,6 +262,7 @@ def serve(
     key: EncryptionKey | None = None,
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -276,6 +283,7 @@ def serve(
         tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
         allowed_hosts: names the collector is reached by, besides its bind address and
             localhost (a request under another Host name is refused: DNS rebinding).
+        checkpoint_interval_s: seconds between checkpoints of the detection state.
     """
     server = ServerThread(
         store_path,
@@ -289,6 +297,7 @@ def serve(
         key=key,
         tls=tls,
         allowed_hosts=allowed_hosts,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

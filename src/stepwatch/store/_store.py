@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from .. import __version__
 from .._encryption import EncryptionKey
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
-from .. import __version__
 from . import (
     _checkpoints,
     _compact,
