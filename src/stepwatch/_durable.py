@@ -31,11 +31,12 @@ class Durable(Protocol):
     name: str
 
     def snapshot(self) -> bytes:
-        """A consistent copy of the state (called by the checkpoint worker's thread)."""
+        """A consistent copy of the part's state (thread-safe; the checkpoint worker calls it)."""
         ...
 
     def restore(self, state: bytes) -> None:
-        """Take back a snapshot, once, before start; ValueError for one it cannot read."""
+        """Take back a snapshot, once, before ``start()``; ValueError for one it cannot read
+        (an unknown or old format), leaving the part empty."""
         ...
 
 

@@ -4,82 +4,11 @@ observe-only, muted alerts; every decision audited."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from stepwatch.act import AUDIT_EVENT, AuditRecord, CommandBook, PolicyEngine
-from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
-from stepwatch.model import Event
+from stepwatch.act import AUDIT_EVENT, AuditRecord
+from stepwatch.detect import AlertState, Policies
 
-POLICIES = """
-policies:
-  max_actions_per_run: {most}
-  observe_only: {observe}
-  rules:
-    - name: divergence
-      kinds: [loss_divergence]
-      cooldown: 10m
-      steps:
-        - {{action: notify}}
-        - {{after: 30s, action: lower_lr, args: {{factor: 0.5}}}}
-        - {{after: 5m, action: checkpoint}}
-        - {{after: 5m, action: stop}}
-"""
-
-
-def policies(most: int = 5, observe: bool = False) -> Policies:
-    text = POLICIES.format(most=most, observe=str(observe).lower())
-    found = parse_rules(text, "p.yaml", DETECTORS).policies
-    assert found is not None
-    return found
-
-
-@dataclass
-class Clock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Harness:
-    policies: Policies
-    clock: Clock = field(default_factory=Clock)
-    book: CommandBook = field(init=False)
-    events: list[Event] = field(default_factory=list)
-    engine: PolicyEngine = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.book = CommandBook(clock=self.clock)
-        self.engine = PolicyEngine(lambda: self.policies, self.book, self.record, clock=self.clock)
-
-    def record(self, events: Sequence[Event]) -> None:
-        self.events += events
-
-    def at(self, seconds: float) -> None:
-        self.clock.now = 1000.0 + seconds
-        self.engine.tick()
-
-    def commands(self, run: str = "r1") -> list[str]:
-        return [c.action for c in self.book.after(run)]
-
-    def decisions(self) -> list[tuple[str, str]]:
-        audits = [AuditRecord.from_event(e) for e in self.events if e.kind == AUDIT_EVENT]
-        return [(a.what.split(": ", 1)[1], a.result) for a in audits if a.action == "policy"]
-
-
-def alert(
-    state: str = AlertState.FIRING,
-    run: str = "r1",
-    kind: str = "loss_divergence",
-    since: float = 0.0,
-    **flags: bool,
-) -> LiveAlert:
-    return LiveAlert(
-        id=f"{kind}-{run}-{since}", group="g", rule=kind, kind=kind, state=state,
-        severity="critical", since=since, ts=since, value=2.0, labels={"run": run}, **flags,
-    )  # fmt: skip
+from ._policy_parts import Harness, alert, policies
 
 
 def test_steps_escalate_while_the_alert_fires() -> None:

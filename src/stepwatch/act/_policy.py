@@ -7,6 +7,10 @@ A cool-down keeps a policy off a run it acted on lately, and a run gets at
 most ``max_actions_per_run`` automatic commands. With ``observe_only`` nothing
 is sent: each decision is audited as what it would have done. Every decision,
 taken or not, is an audit record.
+
+Across restarts the engine is a part of the collector's checkpoint (``snapshot`` and
+``restore``); the audit trail since the checkpoint says which steps were taken after it, so
+none is taken twice, a budget spent stays spent and a cool-down runs on in wall time.
 """
 
 from __future__ import annotations
@@ -15,29 +19,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from ..detect import AlertState, LiveAlert, Policies, Policy, PolicyStep
 from ..model import Event
 from ._audit import AuditRecord
 from ._commands import CommandBook
+from ._policy_state import Escalation, PolicyState
+from ._state import History, audits
 
 __all__ = ["PolicyEngine"]
 
 log = logging.getLogger("stepwatch.act")
 
 Record = Callable[[Sequence[Event]], object]
-
-
-@dataclass(slots=True)
-class _Escalation:
-    """One policy working through its steps for one firing alert."""
-
-    policy: Policy
-    alert: LiveAlert
-    run: str
-    started: float
-    done: int = 0  # steps taken so far
 
 
 class PolicyEngine:
@@ -50,7 +44,11 @@ class PolicyEngine:
         record: stores events (commands and audit records); must not block for long.
         clock: wall time for delays and cool-downs.
         tick_s: how often the engine's thread checks for steps that are due.
+        history: the collector's records since a wall time, read once by ``restore`` to
+            catch up with the decisions taken after the checkpoint.
     """
+
+    name = "policy"
 
     def __init__(
         self,
@@ -60,12 +58,12 @@ class PolicyEngine:
         *,
         clock: Callable[[], float] = time.time,
         tick_s: float = 0.25,
+        history: History | None = None,
     ) -> None:
         self._policies, self._book, self._record = policies, book, record
-        self._clock, self._tick_s = clock, tick_s
-        self._active: dict[tuple[str, str], _Escalation] = {}  # (policy, alert id)
-        self._acted: dict[tuple[str, str], float] = {}  # (policy, run) -> last command time
-        self._actions: dict[str, int] = {}  # run -> automatic commands so far
+        self._clock, self._tick_s, self._history = clock, tick_s, history
+        self._state = PolicyState()
+        self._restored_at: float | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,7 +71,27 @@ class PolicyEngine:
     def actions(self, run: str) -> int:
         """Automatic commands issued (or, observing only, that would have been) for ``run``."""
         with self._lock:
-            return self._actions.get(run, 0)
+            return self._state.actions.get(run, 0)
+
+    # ---- the checkpoint -----------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Escalations, budgets and cool-downs as they stand between two decisions."""
+        with self._lock:
+            return self._state.encode(self._clock())
+
+    def restore(self, state: bytes) -> None:
+        """Take back a snapshot and the decisions recorded since it was taken (call before
+        ``start``); ValueError, and nothing changed, for a snapshot it cannot read."""
+        restored, taken = PolicyState.decode(state, self._policies())
+        restored.catch_up(audits(self._history, taken, "policy"))
+        with self._lock:
+            self._state, self._restored_at = restored, self._clock()
+        log.info(
+            "policy state restored: %d escalations under way, %d runs with automatic commands",
+            len(restored.active),
+            len(restored.actions),
+        )
 
     # ---- decisions ----------------------------------------------------------------------
 
@@ -82,8 +100,9 @@ class PolicyEngine:
         run = alert.labels.get("run")
         with self._lock:
             if alert.state != AlertState.FIRING:
-                for key in [k for k in self._active if k[1] == alert.id]:
-                    self._end(self._active.pop(key), "the alert resolved")
+                for key in [k for k in self._state.active if k[1] == alert.id]:
+                    self._end(self._state.active[key], "the alert resolved")
+                    self._state.finish(key)
                 return
             policies = self._policies()
             if run is None or alert.muted or policies is None:
@@ -94,15 +113,24 @@ class PolicyEngine:
             self._due(policies, now)
 
     def _begin(self, policy: Policy, alert: LiveAlert, run: str, now: float) -> None:
-        if any(e.policy.name == policy.name and e.run == run for e in self._active.values()):
-            return  # already escalating on this run for another alert of its kinds
-        last = self._acted.get((policy.name, run))
+        state, key = self._state, (policy.name, alert.id)
+        past = state.past.get(key)
+        if past is not None and (past.over or past.done >= len(policy.steps)):
+            return  # this alert's escalation is over: a transition handed over again
+        if key in state.active or any(
+            e.policy.name == policy.name and e.run == run for e in state.active.values()
+        ):
+            return  # already escalating on this run for this or another alert of its kinds
+        if past is not None:  # begun before a restart: it goes on (its own cool-down aside)
+            state.active[key] = Escalation(policy, alert, run, past.started, past.done)
+            return
+        last = state.acted.get((policy.name, run))
         if last is not None and now - last < policy.cooldown_s:
             left = policy.cooldown_s - (now - last)
             self._decide(policy, alert, run, "skipped", f"{policy.name}: cooling down", {
                 "why": f"cool-down: acted {now - last:.0f}s ago, {left:.0f}s left"})  # fmt: skip
             return
-        self._active[(policy.name, alert.id)] = _Escalation(policy, alert, run, now)
+        state.active[key] = Escalation(policy, alert, run, now)
 
     def tick(self) -> None:
         """Take every step whose delay has passed (the engine's thread calls this)."""
@@ -112,29 +140,26 @@ class PolicyEngine:
                 self._due(policies, self._clock())
 
     def _due(self, policies: Policies, now: float) -> None:
-        for key, esc in list(self._active.items()):
+        for key, esc in list(self._state.active.items()):
             steps = esc.policy.steps
             while esc.done < len(steps) and now - esc.started >= steps[esc.done].after_s:
                 self._take(policies, esc, steps[esc.done], now)
                 esc.done += 1
-            if esc.done == len(steps):
-                del self._active[key]
+            if esc.done >= len(steps):
+                self._state.finish(key)
 
-    def _take(self, policies: Policies, esc: _Escalation, step: PolicyStep, now: float) -> None:
+    def _take(self, policies: Policies, esc: Escalation, step: PolicyStep, now: float) -> None:
         policy, alert, run = esc.policy, esc.alert, esc.run
-        args = dict(step.args)
         what = f"{policy.name}: step {esc.done + 1} {step.action}"
-        detail = {"step": esc.done + 1, "action": step.action, "args": args}
+        detail = self._detail(esc, step, now)
         if not step.is_command:
             self._decide(policy, alert, run, "ok", what, detail)
             return
-        count = self._actions.get(run, 0)
-        if count >= policies.max_actions_per_run:
+        if self._state.actions.get(run, 0) >= policies.max_actions_per_run:
             why = f"the run had its {policies.max_actions_per_run} automatic actions"
             self._decide(policy, alert, run, "skipped", what, detail | {"why": why})
             return
-        self._actions[run] = count + 1
-        self._acted[(policy.name, run)] = now
+        self._state.spend(policy.name, run, now)
         if policies.observe_only:
             self._decide(policy, alert, run, "would have", what, detail)
             return
@@ -142,13 +167,25 @@ class PolicyEngine:
             f"policy {policy.name}: {alert.kind} fired ({alert.annotations.get('summary', '')})"
         )
         command, events = self._book.issue(
-            run, step.action, args, by=f"policy:{policy.name}", reason=reason,
+            run, step.action, dict(step.args), by=f"policy:{policy.name}", reason=reason,
             alert_id=alert.id, kind=alert.kind,
         )  # fmt: skip
-        self._decide(policy, alert, run, "issued", what, detail | {"command": command.id})
-        self._write(events)
+        detail |= {"command": command.id}
+        self._decide(policy, alert, run, "issued", what, detail, also=events)  # one write
 
-    def _end(self, esc: _Escalation, why: str) -> None:
+    def _detail(self, esc: Escalation, step: PolicyStep, now: float) -> dict[str, object]:
+        """What a step's record says; a step that fell due while the collector was down
+        says so, and how late it is."""
+        detail: dict[str, object] = {
+            "step": esc.done + 1, "action": step.action, "args": dict(step.args),
+            "started": esc.started,
+        }  # fmt: skip
+        due = esc.started + step.after_s
+        if self._restored_at is not None and due < self._restored_at:
+            detail |= {"late_s": round(now - due, 3), "late": "due while the collector was down"}
+        return detail
+
+    def _end(self, esc: Escalation, why: str) -> None:
         left = len(esc.policy.steps) - esc.done
         what = f"{esc.policy.name}: escalation ended"
         self._decide(esc.policy, esc.alert, esc.run, "ended", what, {"why": why, "left": left})
@@ -161,12 +198,15 @@ class PolicyEngine:
         result: str,
         what: str,
         detail: dict[str, object],
+        also: Sequence[Event] = (),
     ) -> None:
+        """Audit a decision; ``also`` (the command it issued) goes in the same write, so a
+        crash leaves both stored or neither."""
         record = AuditRecord(
             "policy", f"policy:{policy.name}", what, result, labels={"run": run},
             alert_id=alert.id, kind=alert.kind, detail=detail,
         )  # fmt: skip
-        self._write([record.to_event(self._clock())])
+        self._write([record.to_event(self._clock()), *also])
 
     def _write(self, events: list[Event]) -> None:
         try:
