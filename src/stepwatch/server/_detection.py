@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S, CheckpointWorker, restore_parts
 from ..act import (
     ACTION_EVENT,
+    AUDIT_EVENT,
     COMMAND_ACK_EVENT,
     COMMAND_EVENT,
     CommandBook,
@@ -116,13 +117,17 @@ class Detection:
             + store.records(kind=COMMAND_ACK_EVENT, limit=HISTORY)
         )
         self.policy = PolicyEngine(
-            lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
+            lambda: self.live.rules.policies,
+            self.commands,
+            self.log.record,
+            clock=clock,
+            history=lambda since: store.records(kind=AUDIT_EVENT, start=since, limit=HISTORY),
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
         #: Checkpoints the detector (and whatever other parts are added before ``restore``).
         self.checkpoints = CheckpointWorker(
             store,
-            [self.live],
+            [self.live, self.policy],
             position=lambda: self.live.snapshot_position,
             barrier=lambda: self.log.write([]),  # the records the parts wrote are stored first
             interval_s=checkpoint_interval_s,
