@@ -88,19 +88,28 @@ class CheckpointWorker:
         self._thread: threading.Thread | None = None
         #: How many checkpoints were saved (for tests and the collector's own figures).
         self.saved = 0
+        self._running = False
 
     def start(self) -> None:
         self._stopping.clear()
+        self._running = True
         self._thread = threading.Thread(target=self._run, name="stepwatch-checkpoint", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """End the thread, then save a last checkpoint (the parts have stopped by now)."""
-        if self._thread is None:
-            return
+    def halt(self) -> None:
+        """End the thread (after the checkpoint it may be taking): before the parts stop,
+        so that none is asked for a snapshot while it stops."""
         self._stopping.set()
-        self._thread.join()
-        self._thread = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def stop(self) -> None:
+        """End the thread, then save a last checkpoint (once the parts have stopped)."""
+        if not self._running:
+            return
+        self._running = False
+        self.halt()
         self._guarded()
 
     def checkpoint(self) -> Position:

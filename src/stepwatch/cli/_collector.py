@@ -71,7 +71,7 @@ from ._base import (
     "checkpoint_interval_s",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
     metavar="S",
     help="Seconds between checkpoints of the detection state in the store (also taken at "
     "shutdown): a restart replays only what came after the last one.",

@@ -298,6 +298,7 @@ class LiveDetector:
         for name, (attr, _) in _STATE.items():
             setattr(self, attr, got[name])
         self._resolved.rules = self._inhibitions
+        self._reorder.rebase()
         self._restored = True
 
     def recover(self, recovery: Recovery) -> None:
@@ -393,6 +394,7 @@ class LiveDetector:
         if self._restored:
             self._reload()  # the rule files as they are now, over the state they left
         self._recorded = recovery.recorded
+        began, samples = self._monotonic(), self.stats.samples
         try:
             for batch in recovery.batches:
                 self._detect(batch)
@@ -400,6 +402,9 @@ class LiveDetector:
         finally:
             self._recorded = None
             self._position = self._replayed_to = recovery.end
+        took = self._monotonic() - began
+        replayed = self.stats.samples - samples
+        log.info("detection caught up: %d samples replayed in %.2f s", replayed, took)
 
     def _detect(self, batch: SampleBatch) -> None:
         size = len(batch)

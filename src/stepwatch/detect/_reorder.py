@@ -230,6 +230,11 @@ class Reorder:
         """Samples released after their run had moved past them (their time was raised)."""
         return sum(b.late for b in self._runs.values())
 
+    def rebase(self) -> None:
+        """Restored in another process, whose wall clock means nothing here: every run held
+        waits ``idle_s`` from now."""
+        self._touched = dict.fromkeys(self._touched, self._monotonic())
+
     @property
     def held(self) -> int:
         return sum(len(b) for b in self._runs.values())

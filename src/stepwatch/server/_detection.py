@@ -174,7 +174,9 @@ class Detection:
         self.checkpoints.start()
 
     def stop(self) -> None:
-        """End the streams, then let the detector finish what the writer handed it."""
+        """End the streams, then let the detector finish what the writer handed it (the
+        last checkpoint is taken after this, by ``checkpoints.stop``)."""
+        self.checkpoints.halt()
         self.remediation.stop()  # a playbook still running is cut short
         self.streams.close()
         self.live.stop()
