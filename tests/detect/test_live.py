@@ -441,7 +441,7 @@ def test_alerts_left_firing_by_a_previous_life_stay_firing_and_data_resolves_the
     left = {a.id: a for a in recorder.alerts() if a.state == "firing"}
     assert {a.rule for a in left.values()} == {"hot", "very_hot"}
     second = LiveDetector(rules, recorder)  # no checkpoint: it starts cold, and adopts them
-    second.recover(Recovery((), Position(), left))
+    second.recover(Recovery.of((), Position(), left))
     second.start()
     second.feed([_temps("n0", 100, 140, 95.0)])  # the same condition, seen afresh
     second.flush()

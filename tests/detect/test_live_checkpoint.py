@@ -115,7 +115,7 @@ def test_a_restored_detector_goes_on_as_one_that_never_stopped(
     second_life = Recorder()
     second = LiveDetector(rules, second_life, monotonic=_clock)
     second.restore(blob)
-    second.recover(Recovery((), Position(300, 0), {}))
+    second.recover(Recovery.of((), Position(300, 0), {}))
     _run(started, second, after)
     assert second.warming_up() == unbroken.warming_up()  # every baseline came back
     kinds = {kind for _, kind, state in _transitions(second_life) if state == "firing"}
@@ -136,7 +136,7 @@ def test_a_rule_changed_between_lives_restarts_and_the_others_keep_their_alerts(
     path.write_text(RULES.replace('threshold: "> 80"', 'threshold: "> 85"'))
     second = LiveDetector(RuleFiles([path]), recorder)
     second.restore(blob)
-    second.recover(Recovery((), Position(), {a.id: a for a in recorder.alerts()}))
+    second.recover(Recovery.of((), Position(), {a.id: a for a in recorder.alerts()}))
     _run(started, second, [_temps("n0", 40, 45, 95.0)])
     changed = recorder.alerts()[2:]
     assert [(a.id, a.state, a.reason) for a in changed] == [
@@ -214,7 +214,7 @@ def test_the_replay_at_start_records_and_tells_only_what_the_store_lacks(
     second = LiveDetector(rules, second_life)
     second.subscribe(told.append)
     second.restore(blob)
-    second.recover(Recovery(since, Position(90, 0), {a.id: a for a in stored}))
+    second.recover(Recovery.of(since, Position(90, 0), {a.id: a for a in stored}))
     assert not second.ready
     _run(started, second, [])
     assert second.ready
@@ -235,6 +235,6 @@ def test_open_alerts_of_the_store_are_what_it_holds(started: list[LiveDetector])
     second = LiveDetector(rules, Recorder())
     second.restore(blob)
     held: dict[str, LiveAlert] = {hot.id: hot, very_hot.id: finished}
-    second.recover(Recovery((), Position(), held))
+    second.recover(Recovery.of((), Position(), held))
     _run(started, second, [])
     assert [a.id for a in second.open_alerts()] == [hot.id]

@@ -166,7 +166,7 @@ class LiveDetector:
         self._restored = False
         self._recovery: Recovery | None = None
         self._replayed_to: Position | None = None
-        self._recorded: Mapping[str, LiveAlert] | None = None  # while replaying
+        self._recorded: Callable[[str], LiveAlert | None] | None = None  # while replaying
         self._position = Position()
         self._ready = threading.Event()
         #: The store position the last ``snapshot`` stands at: the last commit it had seen.
@@ -390,7 +390,7 @@ class LiveDetector:
         recovery, self._recovery = self._recovery, None
         if recovery is None:
             return
-        self._adopted |= adopt(self._open, recovery.recorded)
+        self._adopted |= adopt(self._open, recovery)
         if self._restored:
             self._reload()  # the rule files as they are now, over the state they left
         self._recorded = recovery.recorded

@@ -12,7 +12,7 @@ only data resolves them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..model import SampleBatch
@@ -32,29 +32,40 @@ class Recovery:
             on the detector thread).
         end: the store position the replay reaches; a fed commit within it is not detected
             twice.
-        recorded: the latest transition of each alert the store holds, by id.
+        recorded: the latest transition the store holds of an alert, by id (None: none).
+        firing: the alerts the store holds firing.
     """
 
     batches: Iterable[SampleBatch]
     end: Position
-    recorded: Mapping[str, LiveAlert]
+    recorded: Callable[[str], LiveAlert | None]
+    firing: Sequence[LiveAlert]
+
+    @classmethod
+    def of(
+        cls, batches: Iterable[SampleBatch], end: Position, held: Mapping[str, LiveAlert]
+    ) -> Recovery:
+        """A recovery against alerts held in memory (their latest transitions, by id)."""
+        firing = [a for a in held.values() if a.state == AlertState.FIRING]
+        return cls(batches, end, held.get, firing)
 
 
-def recorded_before(alert: LiveAlert, recorded: Mapping[str, LiveAlert]) -> bool:
+def recorded_before(alert: LiveAlert, recorded: Callable[[str], LiveAlert | None]) -> bool:
     """The store holds this transition already: the same state, or a later one, of this id."""
-    stored = recorded.get(alert.id)
+    stored = recorded(alert.id)
     return stored is not None and stored.state in (alert.state, AlertState.RESOLVED)
 
 
-def adopt(open_alerts: dict[str, LiveAlert], recorded: Mapping[str, LiveAlert]) -> set[str]:
+def adopt(open_alerts: dict[str, LiveAlert], recovery: Recovery) -> set[str]:
     """Bring the open alerts in line with the store: those it holds resolved (a run that
     finished, say) are closed, those it holds firing are open. The ids adopted."""
-    for alert_id in [i for i in open_alerts if i in recorded]:
-        if recorded[alert_id].state == AlertState.RESOLVED:
+    for alert_id in list(open_alerts):
+        stored = recovery.recorded(alert_id)
+        if stored is not None and stored.state == AlertState.RESOLVED:
             del open_alerts[alert_id]
     adopted = set()
-    for alert in recorded.values():
-        if alert.state == AlertState.FIRING and alert.id not in open_alerts:
+    for alert in recovery.firing:
+        if alert.id not in open_alerts:
             open_alerts[alert.id] = alert
             adopted.add(alert.id)
     return adopted

@@ -148,7 +148,7 @@ class Detection:
             log.warning("the checkpoint is ahead of the store; detection starts from now")
             start = end
         replay = self.store.batches_since(start, end)
-        self.live.recover(Recovery(replay, end, latest_alerts(self.store)))
+        self.live.recover(Recovery.of(replay, end, latest_alerts(self.store)))
 
     def finish_run(self, run: Run) -> None:
         """Resolve a finished run's alerts: those of its detectors (notified like any other
