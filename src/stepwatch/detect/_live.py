@@ -391,7 +391,7 @@ class LiveDetector:
         if recovery is None:
             return
         self._adopted |= adopt(self._open, recovery)
-        if self._restored:
+        if self._restored and self._rules_changed():
             self._reload()  # the rule files as they are now, over the state they left
         self._recorded = recovery.recorded
         began, samples = self._monotonic(), self.stats.samples
@@ -405,6 +405,13 @@ class LiveDetector:
         took = self._monotonic() - began
         replayed = self.stats.samples - samples
         log.info("detection caught up: %d samples replayed in %.2f s", replayed, took)
+
+    def _rules_changed(self) -> bool:
+        """The rule files say otherwise than the rules the state was taken under."""
+        try:
+            return self._files.load() != self.rules
+        except RuleError:
+            return True  # the reload says what is wrong, and keeps the rules running
 
     def _detect(self, batch: SampleBatch) -> None:
         size = len(batch)
