@@ -160,7 +160,7 @@ def test_a_file_of_the_previous_schema_is_refused_untouched(store_path: Path) ->
     with Store(store_path):
         pass
     _edit(store_path, "DROP TABLE records; UPDATE meta SET value = 1 WHERE key = 'schema'")
-    with pytest.raises(StoreError, match="version 1, this code reads 2"):
+    with pytest.raises(StoreError, match="version 1, this code reads 3"):
         Store(store_path)
     with duckdb.connect(str(store_path)) as con:
         tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
