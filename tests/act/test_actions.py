@@ -221,7 +221,7 @@ def test_a_restart_keeps_pending_actions_and_fails_interrupted_ones(
     pending = remediation.request("drain", {"node": "n4"}, "alice")
     running = pending.but(id="r1", state=ActionState.RUNNING, playbook="hang")
     playbooks = remediation.playbooks
-    again = Remediation(playbooks, sink.write, restored=[*sink.events, running.to_event()])
+    again = Remediation(playbooks, sink.write, restored=[remediation.get(pending.id), running])
     again.start()
     try:
         assert again.get(pending.id).state == ActionState.PENDING

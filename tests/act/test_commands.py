@@ -1,15 +1,18 @@
-"""The command queue: validation, order, answers, restore from events, and its HTTP API."""
+"""The command queue: validation, order, answers, restore from the store, and its HTTP API."""
 
 from __future__ import annotations
 
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord, CommandBook, CommandError
+from stepwatch.model import RecordBatch, Run
+from stepwatch.store import Store
 
 
 def book() -> CommandBook:
@@ -72,7 +75,7 @@ def test_an_answer_is_recorded_once_and_a_retry_changes_nothing() -> None:
         commands.ack("r1", "nope", "ok")
 
 
-def test_the_queue_is_rebuilt_from_its_events() -> None:
+def test_the_queue_is_rebuilt_from_the_stores_command_table(tmp_path: Path) -> None:
     commands = book()
     events = []
     a, more = commands.issue("r1", "lower_lr", by="me")
@@ -81,8 +84,11 @@ def test_the_queue_is_rebuilt_from_its_events() -> None:
     events += more
     _, more = commands.ack("r1", a.id, "failed", detail="no optimizer", step=3)
     events += more
-    restored = book()
-    restored.restore(events)
+    with Store(tmp_path / "s.duckdb") as store:
+        store.upsert_run(Run("r1"))
+        store.apply([RecordBatch.of("stepwatch.collector", events)])
+        restored = book()
+        restored.restore(store.current.commands(live=True))
     assert restored.after("r1") == commands.after("r1")
     assert [c.status for c in restored.after("r1")] == ["failed", "pending"]
     c, _ = restored.issue("r1", "stop", by="me")

@@ -21,15 +21,24 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
+        "OPEN_STATES",
+        "ActionQuery",
+        "AlertQuery",
+        "AlertRow",
+        "AlertStates",
+        "AuditQuery",
         "ChainCheck",
         "Checkpoint",
+        "CurrentState",
         "Head",
         "LabelMatch",
+        "Page",
         "Position",
         "SeriesInfo",
         "Store",
         "StoreError",
         "TokenRecord",
+        "every",
     ]
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from stepwatch.sdk import Run
 from stepwatch.top import TopClient, TopError
-from stepwatch.top._alerts import open_alerts_from_events
 
 from .conftest import GPUS_PER_NODE, NODES, PLANNED, STEPS, Pushed, loss_at, lr_at
 
@@ -75,16 +74,6 @@ def test_unknown_run_and_unreachable_collector_are_top_errors(pushed: Pushed, po
         client.snapshot("nope")
     with TopClient(f"http://127.0.0.1:{port}") as client, pytest.raises(TopError, match="reach"):
         client.pick_run()
-
-
-def test_open_alerts_from_events_alone(pushed: Pushed) -> None:
-    """What a collector without the alerts API offers gives the same open alerts."""
-    events = pushed.api("events", run=pushed.run_id, kind="alert")
-    alerts = open_alerts_from_events(events)
-    assert [(a.name, a.severity, a.summary) for a in alerts] == [
-        ("gpu_hot", "warning", "GPU 1 on node1 at 91 °C")
-    ]
-    assert alerts[0].labels == {"node": "node1", "gpu": "1"}
 
 
 def test_an_alert_the_collector_raised_on_sdk_data_is_listed(server: Any, tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Acting on alerts: notifying people, steering the training, remediation playbooks, and the
 audit trail of all of it."""
 
-from ._actions import ACTION_EVENT, ACTION_STATES, Action, ActionState, latest_actions
+from ._actions import ACTION_EVENT, ACTION_STATES, FINAL_STATES, Action, ActionState
 from ._actions_flow import ActionConflict, NotAllowed, Remediation, UnknownAction
 from ._audit import AUDIT_ACTIONS, AUDIT_EVENT, AuditRecord
 from ._commands import (
@@ -38,6 +38,7 @@ __all__ = [
     "ACK_RESULTS",
     "ACTION_EVENT",
     "ACTION_STATES",
+    "FINAL_STATES",
     "AUDIT_ACTIONS",
     "AUDIT_EVENT",
     "Action",
@@ -77,7 +78,6 @@ __all__ = [
     "Runner",
     "UnknownAction",
     "command_args",
-    "latest_actions",
     "load_playbooks",
     "parse_playbooks",
     "run_process",

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import Event
 
-__all__ = ["ACTION_EVENT", "ACTION_STATES", "Action", "ActionState", "latest_actions"]
+__all__ = ["ACTION_EVENT", "ACTION_STATES", "FINAL_STATES", "Action", "ActionState"]
 
 #: The event kind of an action's state in the store.
 ACTION_EVENT = "action"
@@ -89,23 +89,15 @@ class Action:
     @classmethod
     def from_event(cls, event: Event) -> Action:
         """Back from the store; a ValueError for an event of another shape."""
+        return cls.from_json(event.data)
+
+    @classmethod
+    def from_json(cls, fields: Mapping[str, Any]) -> Action:
+        """Back from ``as_json`` (a stored action's data); a ValueError for another shape."""
         names = {f.name for f in dataclasses.fields(cls)}
-        data = {k: v for k, v in event.data.items() if k in names}
+        data = {k: v for k, v in fields.items() if k in names}
         data["approvals"] = tuple(data.get("approvals") or ())
         try:
             return cls(**data)
         except TypeError as exc:
             raise ValueError(f"not an action: {exc}") from None
-
-
-def latest_actions(events: Iterable[Event]) -> dict[str, Action]:
-    """The latest state of each action among ``events`` (oldest first), by id."""
-    latest: dict[str, Action] = {}
-    for event in events:
-        try:
-            action = Action.from_event(event)
-        except ValueError:
-            continue
-        latest.pop(action.id, None)
-        latest[action.id] = action
-    return latest

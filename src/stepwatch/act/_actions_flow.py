@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..detect import AlertState, LiveAlert
 from ..model import Event
-from ._actions import Action, ActionState, latest_actions
+from ._actions import Action, ActionState
 from ._audit import AuditRecord
 from ._playbook import Playbook, PlaybookError
 from ._playbook_file import Playbooks
@@ -50,7 +50,7 @@ class Remediation:
         playbooks: the allow-list; nothing else ever runs.
         write: stores events and returns once they are stored (the collector's event log).
         clock: wall time of requests and outcomes.
-        restored: ``action`` events a previous life stored: pending ones keep waiting,
+        restored: the unfinished actions a previous life stored: pending ones keep waiting,
             queued ones run, one that was running is marked failed.
     """
 
@@ -60,11 +60,11 @@ class Remediation:
         write: Write,
         *,
         clock: Callable[[], float] = time.time,
-        restored: Iterable[Event] = (),
+        restored: Iterable[Action] = (),
     ) -> None:
         self.playbooks, self._write, self._clock = playbooks, write, clock
         self._lock = threading.Lock()
-        self._actions = latest_actions(restored)
+        self._actions = {a.id: a for a in restored}
         self.runner = Runner()
 
     # ---- lifecycle ----------------------------------------------------------------------

@@ -3,8 +3,9 @@
 A command (lower the learning rate, checkpoint, skip non-finite updates, roll
 back, stop) is issued by a person or a policy, picked up by the run's SDK when
 it polls, applied between two steps and acknowledged with its result. Commands
-and acknowledgements are store events, so the queue is rebuilt from the store
-when the collector restarts; each also makes an audit record.
+and acknowledgements are store records, folded into the store's command table,
+from which the queue is rebuilt when the collector restarts; each also makes an
+audit record.
 """
 
 from __future__ import annotations
@@ -99,6 +100,19 @@ class Command:
             "acked_ts": self.acked_ts,
         }
 
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Command:
+        """Back from ``as_json``; KeyError, TypeError or ValueError for another shape."""
+        return cls(
+            id=str(d["id"]), seq=int(d["seq"]), run=str(d["run"]), action=str(d["action"]),
+            args={str(k): float(v) for k, v in dict(d["args"]).items()}, ts=float(d["ts"]),
+            by=str(d.get("by", "")), reason=str(d.get("reason", "")),
+            alert_id=str(d.get("alert_id", "")), kind=str(d.get("kind", "")),
+            status=str(d.get("status", PENDING)), detail=str(d.get("detail") or ""),
+            step=None if d.get("step") is None else int(d["step"]),
+            acked_ts=None if d.get("acked_ts") is None else float(d["acked_ts"]),
+        )  # fmt: skip
+
     def to_event(self) -> Event:
         data = self.as_json()
         for key in ("status", "detail", "step", "acked_ts"):
@@ -144,38 +158,18 @@ class CommandBook:
         self._runs: dict[str, _RunQueue] = {}
         self._lock = threading.Lock()
 
-    def restore(self, events: Iterable[Event]) -> None:
-        """Rebuild the queues from stored command and acknowledgement events (oldest first)."""
-        for event in sorted(events, key=lambda e: (e.ts, e.kind != COMMAND_EVENT)):
+    def restore(self, commands: Iterable[Mapping[str, Any]]) -> None:
+        """Take back the commands a previous life stored, in ``Command.as_json``'s shape
+        (the store's command rows); one in another shape is not ours and is left out."""
+        for row in commands:
             try:
-                self._restore_one(event)
+                command = Command.from_json(row)
             except (KeyError, TypeError, ValueError):
-                continue  # an event some client wrote in another shape is not ours
-
-    def _restore_one(self, event: Event) -> None:
-        d = event.data
-        if event.kind == COMMAND_EVENT:
-            command = Command(
-                id=str(d["id"]), seq=int(d["seq"]), run=str(d["run"]), action=str(d["action"]),
-                args={str(k): float(v) for k, v in dict(d["args"]).items()}, ts=float(event.ts),
-                by=str(d.get("by", "")), reason=str(d.get("reason", "")),
-                alert_id=str(d.get("alert_id", "")), kind=str(d.get("kind", "")),
-            )  # fmt: skip
+                continue
             with self._lock:
                 queue = self._runs.setdefault(command.run, _RunQueue())
                 if command.id not in queue.by_id:
                     self._insert(queue, command)
-        elif event.kind == COMMAND_ACK_EVENT:
-            with self._lock:
-                queue = self._runs[str(d["run"])]
-                index = queue.by_id[str(d["id"])]
-                queue.commands[index] = replace(
-                    queue.commands[index],
-                    status=str(d["result"]),
-                    detail=str(d.get("detail", "")),
-                    step=None if d.get("step") is None else int(d["step"]),
-                    acked_ts=float(event.ts),
-                )
 
     @staticmethod
     def _insert(queue: _RunQueue, command: Command) -> None:

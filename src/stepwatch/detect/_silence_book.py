@@ -1,5 +1,6 @@
-"""The silences a collector knows: created and expired by people, kept as events so that they
-outlive a restart, consulted by the live detector at every alert transition (wall time)."""
+"""The silences a collector knows: created and expired by people, kept as records (folded into
+the store's silence table) so that they outlive a restart, consulted by the live detector at
+every alert transition (wall time)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ class SilenceEntry:
 
     silence: Silence
     expired_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SilenceEntry:
+        """Back from the store's silence row: the silence's record data plus ``expired_at``."""
+        at = row.get("expired_at")
+        return cls(_from_data(row), None if at is None else float(at))
 
     def active(self, now: float) -> bool:
         return self.expired_at is None and self.silence.active(now)
@@ -92,17 +99,13 @@ class SilenceBook:
         self._lock = threading.Lock()  # held briefly: readers never wait on a recording
         self._entries: dict[str, SilenceEntry] = {}
 
-    def restore(self, events: Iterable[Event]) -> None:
-        """Take back what the events of a previous life say (silences and their expiries)."""
+    def restore(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Take back the silences a previous life stored: their records' data plus
+        ``expired_at`` (the store's silence rows)."""
         with self._lock:
-            for event in sorted(events, key=lambda e: e.ts):
-                if event.kind == SILENCE_EVENT:
-                    silence = _from_data(event.data)
-                    self._entries[silence.id] = SilenceEntry(silence)
-                elif event.kind == SILENCE_EXPIRED_EVENT:
-                    entry = self._entries.get(str(event.data.get("id")))
-                    if entry is not None:
-                        self._entries[entry.silence.id] = SilenceEntry(entry.silence, event.ts)
+            for row in rows:
+                entry = SilenceEntry.from_row(row)
+                self._entries[entry.silence.id] = entry
 
     def add(self, silence: Silence) -> SilenceEntry:
         """Record and apply a new silence."""

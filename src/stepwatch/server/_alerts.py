@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Literal
+from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..auth import Identity
-from ..detect import AlertState, LiveAlert, group_alerts
+from ..detect import AlertState, group_alerts
 from ..model import Event
+from ..store import AlertQuery, AlertRow, AlertStates
 from ._alert_stream import alert_json
 from ._auth import Operator, Reader
-from ._detection import ACK_EVENT, Detection, acked_ids, latest_alerts
+from ._detection import ACK_EVENT, Detection, live_alert
 from ._errors import ApiError
 from ._jsonio import JSON
+from ._paging import page, paged
+from ._params import seconds
 from ._scope import Scope
 
 __all__ = ["alerts_router"]
 
-#: ``open`` is what fires now; pending conditions are not recorded (one that lapses before
-#: its ``for`` ends leaves no trace), so ``pending`` lists none.
-States = Literal["open", "firing", "pending", "resolved", "all"]
+#: How many alerts ``/groups`` groups at most (the newest).
+GROUPED = 10_000
 
 
 class AckIn(BaseModel):
@@ -35,64 +37,71 @@ class AckIn(BaseModel):
     comment: str = Field(default="", max_length=4096)
 
 
-def _wanted(alert: LiveAlert, state: States, kind: str | None) -> bool:
-    if kind is not None and alert.kind != kind:
-        return False
-    if state == "all":
-        return True
-    if state == "open":
-        return alert.state in (AlertState.FIRING, AlertState.PENDING)
-    return alert.state == state
-
-
 class _Alerts:
-    """The alerts routes over the collector's detection; each method is one route."""
+    """The alerts routes over the store's alert table and the collector's detection; each
+    method is one route. ``open`` is what fires now; pending conditions are not recorded (one
+    that lapses before its ``for`` ends leaves no trace), so ``pending`` lists none."""
 
     def __init__(self, detection: Detection, scope: Scope) -> None:
         self.detection, self.scope = detection, scope
 
-    def _latest(self, who: Identity, run: str | None = None) -> list[LiveAlert]:
-        """The latest state of each alert of the caller's projects (oldest first)."""
-        found = latest_alerts(self.detection.store, run).values()
-        return [a for a in found if self.scope.sees(who, a.labels)]
-
-    def _current(self, alert: LiveAlert) -> LiveAlert:
-        """A firing alert also counts as silenced when a silence made since matches it."""
-        if alert.state != AlertState.FIRING or alert.silenced:
-            return alert
-        return alert.but(silenced=self.detection.silences.mutes(alert.match_labels))
+    def _json(self, row: AlertRow) -> dict[str, object] | None:
+        """The API's shape of a row; a firing alert also counts as silenced when a silence
+        made since matches it."""
+        alert = live_alert(row)
+        if alert is None:
+            return None
+        if alert.state == AlertState.FIRING and not alert.silenced:
+            alert = alert.but(silenced=self.detection.silences.mutes(alert.match_labels))
+        return alert_json(alert, row.acked)
 
     def list_alerts(
         self,
         who: Reader,
+        request: Request,
         run: str | None = None,
-        state: States = "open",
+        state: AlertStates = "open",
         kind: str | None = None,
+        severity: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
     ) -> JSON:
-        """The latest state of each alert, newest first."""
-        store = self.detection.store
-        chosen = [a for a in self._latest(who, run) if _wanted(a, state, kind)]
-        chosen.sort(key=lambda a: (a.ts, a.id), reverse=True)
-        acked = acked_ids(store, run)
-        return JSON([alert_json(self._current(a), a.id in acked) for a in chosen[:limit]])
+        """The latest state of each alert of the caller's projects, newest first; ``since``
+        and ``until`` bound its latest transition. A page of ``limit``: the next page's
+        cursor is in the ``X-Next-Cursor`` header (and a ``Link``)."""
+        query = AlertQuery(
+            state,
+            run,
+            who.projects,
+            kind,
+            severity,
+            seconds("since", since),
+            seconds("until", until),
+        )
+        got = page(lambda at: self.detection.store.current.alerts(query, at, limit), cursor)
+        return paged([j for j in map(self._json, got.items) if j is not None], got.cursor, request)
 
     def groups(
         self,
         who: Reader,
         by: str = "kind,run",
         run: str | None = None,
-        state: States = "open",
+        state: AlertStates = "open",
         kind: str | None = None,
+        severity: str | None = None,
     ) -> JSON:
-        """The alerts grouped by the values of ``by`` (labels, ``kind``, ``severity``): a burst
-        of 64 stragglers is one group. The most severe group first, then the oldest."""
+        """The alerts (the newest 10,000) grouped by the values of ``by`` (labels, ``kind``,
+        ``severity``): a burst of 64 stragglers is one group. The most severe group first,
+        then the oldest."""
         labels = [k.strip() for k in by.split(",") if k.strip()]
         if not labels:
             raise ApiError(400, "by: give at least one label to group by, e.g. kind,run")
-        store = self.detection.store
-        chosen = [a for a in self._latest(who, run) if _wanted(a, state, kind)]
-        acked = acked_ids(store, run)
+        query = AlertQuery(state, run, who.projects, kind, severity)
+        rows = self.detection.store.current.alerts(query, None, GROUPED).items
+        shown = {row.id: self._json(row) for row in rows}
+        chosen = [a for a in map(live_alert, rows) if a is not None]
         return JSON(
             [
                 {
@@ -100,9 +109,9 @@ class _Alerts:
                     "count": len(g.alerts),
                     "severity": g.severity,
                     "since": g.since,
-                    "alerts": [alert_json(self._current(a), a.id in acked) for a in g.alerts],
+                    "alerts": [shown[a.id] for a in g.alerts],
                 }
-                for g in group_alerts(chosen, labels)
+                for g in group_alerts(chosen[::-1], labels)
             ]
         )
 
@@ -125,13 +134,15 @@ class _Alerts:
         return await run_in_threadpool(self._ack, who, alert_id, body)
 
     def _ack(self, who: Identity, alert_id: str, body: AckIn) -> JSON:
-        alert = latest_alerts(self.detection.store).get(alert_id)
-        if alert is None or not self.scope.sees(who, alert.labels):
+        row = self.detection.store.current.alert(alert_id)
+        alert = None if row is None else live_alert(row)
+        if row is None or alert is None or not self.scope.sees(who, alert.labels):
             raise ApiError(404, f"unknown alert {alert_id!r}")
         data = {"id": alert_id, "by": who.actor, "comment": body.comment}
         event = Event(self.detection.clock(), ACK_EVENT, body.comment, dict(alert.labels), data)
         self.detection.log.write([event])
-        return JSON(alert_json(self._current(alert), acked=True))
+        acked = dataclasses.replace(row, acked_at=event.ts, acked_by=who.actor)
+        return JSON(self._json(acked))
 
 
 def alerts_router(detection: Detection, scope: Scope) -> APIRouter:

@@ -195,7 +195,7 @@ def create_app(
     include(app, runs_router(scope, clock, detection.finish_run))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))
-    include(app, silences_router(detection.silences))
+    include(app, silences_router(detection.silences, store))
     include(app, actions_router(detection.remediation, scope))
     include(app, audit_router(scope))
     include(app, query_router(scope))

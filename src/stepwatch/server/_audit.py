@@ -3,22 +3,21 @@ head of the hash chain that makes an edit of them evident."""
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from ..act import AUDIT_EVENT, AuditRecord
+from ..act import AuditRecord
 from ..model import Event
+from ..store import AuditQuery
 from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
+from ._paging import page, paged
+from ._params import seconds
 from ._scope import Scope
 
 __all__ = ["audit_json", "audit_router"]
-
-#: How many audit events a filtered listing reads back at most.
-HISTORY = 100_000
 
 
 def audit_json(event: Event, record: AuditRecord) -> dict[str, object]:
@@ -47,37 +46,26 @@ def audit_router(scope: Scope) -> APIRouter:
     @router.get("/audit")
     def audit(
         who: Reader,
+        request: Request,
         run: str | None = None,
         action: str | None = None,
         kind: str | None = None,
         since: float | None = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
     ) -> JSON:
         """Audit records newest first; ``action`` (notify, command, approval, playbook, policy)
-        and ``kind`` (the alert kind) filter, ``since`` is a time in seconds."""
-        if since is not None and not math.isfinite(since):
-            raise ApiError(400, "since must be a finite number of seconds")
-        filtered = action is not None or kind is not None
-        events = store.records(
-            run=run,
-            kind=AUDIT_EVENT,
-            start=since,
-            limit=HISTORY if filtered else limit,
-            runs=scope.runs_of(who),
-        )
+        and ``kind`` (the alert kind) filter, ``since`` is a time in seconds. A page of
+        ``limit``: the next page's cursor is in the ``X-Next-Cursor`` header."""
+        query = AuditQuery(run, action, kind, seconds("since", since), who.projects)
+        got = page(lambda at: store.current.audit(query, at, limit), cursor)
         out = []
-        for event in reversed(events):
+        for event in got.items:
             try:
-                record = AuditRecord.from_event(event)
+                out.append(audit_json(event, AuditRecord.from_event(event)))
             except ValueError:
                 continue  # a record in a shape this version does not read
-            if (action is None or record.action == action) and (
-                kind is None or record.kind == kind
-            ):
-                out.append(audit_json(event, record))
-                if len(out) == limit:
-                    break
-        return JSON(out)
+        return paged(out, got.cursor, request)
 
     @router.get("/audit/head")
     def head(who: Reader) -> JSON:

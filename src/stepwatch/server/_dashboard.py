@@ -60,9 +60,9 @@ class _Dashboard:
         project: str | None = None,
         status: str | None = None,
     ) -> JSON:
-        """Every run (or one) with progress, steps/s, ETA, loss, tokens/s, last update, alerts."""
-        found = self.store.run_summaries(project=project, status=status)
-        found = [s for s in found if who.sees(s.run.project) and run in (None, s.run.id)]
+        """Every run (or one: only that one is computed) of the caller's projects with
+        progress, steps/s, ETA, loss, tokens/s, last update and open alerts."""
+        found = self.store.run_summaries(project, status, run=run, projects=who.projects)
         return JSON([_summary_json(s) for s in found])
 
     def logs(

@@ -8,19 +8,16 @@ from collections.abc import Callable, Sequence
 
 from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S, CheckpointWorker, restore_parts
 from ..act import (
-    ACTION_EVENT,
+    ACTION_STATES,
     AUDIT_EVENT,
-    COMMAND_ACK_EVENT,
-    COMMAND_EVENT,
+    FINAL_STATES,
+    Action,
     CommandBook,
     Playbooks,
     PolicyEngine,
     Remediation,
 )
 from ..detect import (
-    ALERT_EVENT,
-    SILENCE_EVENT,
-    SILENCE_EXPIRED_EVENT,
     AlertState,
     LiveAlert,
     LiveDetector,
@@ -29,45 +26,54 @@ from ..detect import (
     SilenceBook,
 )
 from ..model import Run, SampleBatch
-from ..store import Store
+from ..store import ActionQuery, AlertRow, Store, every
 from ._alert_stream import AlertStreams
 from ._event_log import EventLog
 from ._writer import GroupWriter
 
-__all__ = ["ACK_EVENT", "Detection", "latest_alerts"]
+__all__ = ["ACK_EVENT", "Detection", "live_alert", "open_alerts"]
 
 #: The event kind of a person acknowledging an alert.
 ACK_EVENT = "alert_ack"
-#: How many of the newest events of one kind the collector reads back (alerts, silences).
-HISTORY = 100_000
+#: Actions a restarted collector takes back: those not yet done.
+UNFINISHED = frozenset(ACTION_STATES) - frozenset(FINAL_STATES)
+
+#: The most audit records since its checkpoint the policy engine reads back at a restart.
+AUDIT_SINCE = 100_000
 
 log = logging.getLogger("stepwatch.server")
 
 
-def latest_alerts(store: Store, run: str | None = None) -> dict[str, LiveAlert]:
-    """The latest transition of each alert the store holds, by id, oldest first; a record too
-    malformed to read is left out."""
-    latest: dict[str, LiveAlert] = {}
-    for event in store.records(run=run, kind=ALERT_EVENT, limit=HISTORY):
+def live_alert(row: AlertRow) -> LiveAlert | None:
+    """The alert of a row of the store's alert table; None for a record too malformed to read."""
+    try:
+        return LiveAlert.from_event(row.event())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def open_alerts(store: Store, run: str | None = None) -> list[LiveAlert]:
+    """The open alerts the store holds (of one run), oldest first."""
+    found = (live_alert(row) for row in store.current.open_alerts(run))
+    return [a for a in found if a is not None]
+
+
+def unfinished_actions(store: Store) -> list[Action]:
+    """The actions a previous life left waiting, queued or running."""
+    query = ActionQuery(states=UNFINISHED)
+    out = []
+    for data in every(lambda cursor: store.current.actions(query, cursor, 10_000)):
         try:
-            alert = LiveAlert.from_event(event)
-        except (KeyError, TypeError, ValueError):
-            continue
-        latest.pop(alert.id, None)
-        latest[alert.id] = alert
-    return latest
-
-
-def acked_ids(store: Store, run: str | None = None) -> set[str]:
-    """Alerts someone acknowledged."""
-    acks = store.records(run=run, kind=ACK_EVENT, limit=HISTORY)
-    return {str(e.data.get("id")) for e in acks}
+            out.append(Action.from_json(data))
+        except ValueError:
+            continue  # a record in a shape this version does not read
+    return out
 
 
 class Detection:
-    """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences restored
-    from their events, state checkpointed and restored (``restore``, before ``start``), SSE
-    streams fed.
+    """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences, commands
+    and unfinished actions restored from the store's tables, state checkpointed and restored
+    (``restore``, before ``start``), SSE streams fed.
 
     Args:
         store: the collector's store.
@@ -95,10 +101,7 @@ class Detection:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
         self.silences = SilenceBook(self.log.write, clock, project_of)
-        self.silences.restore(
-            store.records(kind=SILENCE_EVENT, limit=HISTORY)
-            + store.records(kind=SILENCE_EXPIRED_EVENT, limit=HISTORY)
-        )
+        self.silences.restore(store.current.silences(clock()))
         self.live = LiveDetector(
             rules, self.log.record, silences=self.silences, lateness_s=lateness_s
         )
@@ -108,20 +111,17 @@ class Detection:
             playbooks or Playbooks(),
             self.log.write,
             clock=clock,
-            restored=store.records(kind=ACTION_EVENT, limit=HISTORY),
+            restored=unfinished_actions(store),
         )
         self.live.subscribe(self.remediation.on_alert)  # a muted alert triggers nothing
         self.commands = CommandBook(clock)
-        self.commands.restore(
-            store.records(kind=COMMAND_EVENT, limit=HISTORY)
-            + store.records(kind=COMMAND_ACK_EVENT, limit=HISTORY)
-        )
+        self.commands.restore(store.current.commands(live=True))
         self.policy = PolicyEngine(
             lambda: self.live.rules.policies,
             self.commands,
             self.log.record,
             clock=clock,
-            history=lambda since: store.records(kind=AUDIT_EVENT, start=since, limit=HISTORY),
+            history=lambda since: store.records(kind=AUDIT_EVENT, start=since, limit=AUDIT_SINCE),
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
         #: Checkpoints the detector (and whatever other parts are added before ``restore``).
@@ -148,7 +148,13 @@ class Detection:
             log.warning("the checkpoint is ahead of the store; detection starts from now")
             start = end
         replay = self.store.batches_since(start, end)
-        self.live.recover(Recovery.of(replay, end, latest_alerts(self.store)))
+        firing = [a for a in open_alerts(self.store) if a.state == AlertState.FIRING]
+        self.live.recover(Recovery(replay, end, self._stored_alert, firing))
+
+    def _stored_alert(self, alert_id: str) -> LiveAlert | None:
+        """The latest transition of an alert the store holds (its alert table's row)."""
+        row = self.store.current.alert(alert_id)
+        return None if row is None else live_alert(row)
 
     def finish_run(self, run: Run) -> None:
         """Resolve a finished run's alerts: those of its detectors (notified like any other
@@ -161,10 +167,12 @@ class Detection:
             return
         left = [
             a.but(state=AlertState.RESOLVED, ts=max(a.ts, end), reason="run finished")
-            for a in latest_alerts(self.store, run.id).values()
+            for a in open_alerts(self.store, run.id)
             if a.state == AlertState.FIRING and a.id not in closed
         ]
         self.log.write([a.to_event() for a in left])  # after the detector's, in order
+        for alert in left:  # pages hold alerts by their transitions: these are some too
+            self.streams.publish(alert)
 
     def start(self) -> None:
         self.streams.open()

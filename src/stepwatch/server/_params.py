@@ -8,7 +8,7 @@ from typing import overload
 from ..model import MAX_ABS_TS_S, canonical_name, is_timestamp
 from ._errors import ApiError
 
-__all__ = ["MAX_POINTS", "label_match", "metric_name", "points", "quantiles"]
+__all__ = ["MAX_POINTS", "label_match", "metric_name", "points", "quantiles", "seconds"]
 
 #: More buckets than any screen has pixels; larger requests are refused, not silently cut.
 MAX_POINTS = 10_000
@@ -62,6 +62,13 @@ def quantiles(text: str) -> tuple[float, ...]:
             raise ApiError(400, f"quantile {q} is outside [0, 1]")
         out.append(q)
     return tuple(out)
+
+
+def seconds(name: str, t: float | None) -> float | None:
+    """A time filter as given; 400, naming the parameter, for a non-finite one."""
+    if t is not None and not math.isfinite(t):
+        raise ApiError(400, f"{name} must be a finite number of seconds")
+    return t
 
 
 def time_range(start: float | None, end: float | None) -> None:

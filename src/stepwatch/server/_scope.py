@@ -26,18 +26,36 @@ def unknown_run(run_id: str) -> ApiError:
 
 
 class Scope:
-    """Run -> project, remembered, over the store's runs (a run moves only by the runs route,
-    which tells ``remember``)."""
+    """Run -> project and project -> runs, remembered, over the store's runs (a run is made
+    or moves only by the runs route, which tells ``remember``): a request costs the same with
+    ten thousand runs as with ten."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._project: dict[str, str] = {}
+        self._runs: dict[str, frozenset[str]] | None = None  # read from the store when first asked
 
     def remember(self, run: Run) -> None:
         """Note the project of a run just stored."""
         with self._lock:
+            before = self._project.get(run.id)
             self._project[run.id] = run.project
+            if self._runs is not None and before != run.project:
+                if before is not None:
+                    self._runs[before] = self._runs[before] - {run.id}
+                self._runs[run.project] = self._runs.get(run.project, frozenset()) | {run.id}
+
+    def _by_project(self) -> dict[str, frozenset[str]]:
+        with self._lock:
+            if self._runs is None:
+                every = self.store.list_runs()
+                self._project.update((r.id, r.project) for r in every)
+                found: dict[str, set[str]] = {}
+                for run_id, project in self._project.items():
+                    found.setdefault(project, set()).add(run_id)
+                self._runs = {p: frozenset(ids) for p, ids in found.items()}
+            return self._runs
 
     def project_of(self, run_id: str | None) -> str | None:
         """The project of a run; None for no run or an unknown one (asked again next time)."""
@@ -66,7 +84,9 @@ class Scope:
         no run)."""
         if who.projects is None:
             return None
-        return frozenset(r.id for r in self.store.list_runs() if r.project in who.projects)
+        runs = self._by_project()
+        found = [runs.get(p, frozenset()) for p in who.projects]
+        return found[0] if len(found) == 1 else frozenset().union(*found)
 
     def sees(self, who: Identity, labels: Mapping[str, str]) -> bool:
         """Whether data with these labels is the caller's (by its run's project)."""

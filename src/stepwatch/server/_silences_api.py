@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..auth import Identity
 from ..detect import Matcher, Silence, SilenceBook, SilenceEntry
+from ..store import Store
 from ._auth import Operator, Reader
 from ._errors import ApiError
 from ._jsonio import JSON
@@ -70,10 +71,11 @@ def _silence(body: SilenceIn, now: float, who: Identity) -> Silence:
 
 
 class _Silences:
-    """The silences routes over the collector's silence book."""
+    """The silences routes over the collector's silence book and the store's silence table
+    (which also holds the silences that ended before the collector started)."""
 
-    def __init__(self, book: SilenceBook) -> None:
-        self.book = book
+    def __init__(self, book: SilenceBook, store: Store) -> None:
+        self.book, self.store = book, store
 
     def create(self, who: Operator, body: SilenceIn) -> JSON:
         """Record a silence; it mutes matching alerts from ``starts_at`` (default now)."""
@@ -89,21 +91,30 @@ class _Silences:
         """Silences not yet ended (with ``all=1``: every one, expired ones too) of the caller's
         projects (an identity of every project: all of them)."""
         now = self.book.clock()
-        found = self._mine(who, self.book.entries(include_ended=all))
-        return JSON([e.as_json(now) for e in found])
+        return JSON([e.as_json(now) for e in self._mine(who, self._entries(all))])
+
+    def _entries(self, include_ended: bool) -> list[SilenceEntry]:
+        if not include_ended:
+            return self.book.entries()
+        rows = self.store.current.silences(self.book.clock(), include_ended=True)
+        return [SilenceEntry.from_row(row) for row in rows]
 
     def expire(self, who: Operator, silence_id: str) -> JSON:
-        """End a silence now; 404 for an unknown id (or one of another project)."""
-        known = self._mine(who, self.book.entries(include_ended=True))
-        if silence_id not in {e.silence.id for e in known}:
+        """End a silence now (one that has ended stays as it is); 404 for an unknown id (or
+        one of another project)."""
+        known = {e.silence.id: e for e in self._mine(who, self._entries(True))}
+        if silence_id not in known:
             raise ApiError(404, f"unknown silence {silence_id!r}")
-        entry = self.book.expire(silence_id, by=who.actor)
+        try:
+            entry = self.book.expire(silence_id, by=who.actor)
+        except KeyError:  # ended before this collector started: nothing to end
+            entry = known[silence_id]
         return JSON(entry.as_json(self.book.clock()))
 
 
-def silences_router(book: SilenceBook) -> APIRouter:
-    """The silences routes over ``book``."""
-    silences = _Silences(book)
+def silences_router(book: SilenceBook, store: Store) -> APIRouter:
+    """The silences routes over ``book`` and ``store``'s silence table."""
+    silences = _Silences(book, store)
     router = APIRouter(prefix="/api/v1/silences")
     router.add_api_route("", silences.create, methods=["POST"], status_code=201)
     router.add_api_route("", silences.list_silences, methods=["GET"])

@@ -44,13 +44,21 @@ def get_run(cur: duckdb.DuckDBPyConnection, run_id: str) -> Run | None:
     return _run(rows[0]) if rows else None
 
 
-def list_runs(cur: duckdb.DuckDBPyConnection, project: str | None, status: str | None) -> list[Run]:
-    """Runs of a project and/or status, newest start first."""
+def list_runs(
+    cur: duckdb.DuckDBPyConnection,
+    project: str | None,
+    status: str | None,
+    run: str | None = None,
+    projects: Collection[str] | None = None,
+) -> list[Run]:
+    """Runs of a project and/or status (one run; only of ``projects``), newest start first."""
+    among = None if projects is None else sorted(projects)
     rows = cur.execute(
         f"""SELECT {_RUN_COLUMNS} FROM runs
-        WHERE (? IS NULL OR project = ?) AND (? IS NULL OR status = ?)
+        WHERE (? IS NULL OR project = ?) AND (? IS NULL OR status = ?) AND (? IS NULL OR id = ?)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], project))
         ORDER BY start DESC, id""",
-        [project, project, status, status],
+        [project, project, status, status, run, run, among, among],
     ).fetchall()
     return [_run(r) for r in rows]
 

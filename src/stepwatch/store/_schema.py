@@ -11,7 +11,7 @@ import math
 
 import duckdb
 
-from . import _tokens
+from . import _state, _tokens
 from ._errors import StoreError
 
 #: 2: the collector's records apart from ingested events, hash-chained; sources' owners.
@@ -50,6 +50,7 @@ _DDL = [
         config VARCHAR NOT NULL, status VARCHAR NOT NULL, start DOUBLE NOT NULL, "end" DOUBLE,
         labels VARCHAR NOT NULL, planned_total_steps BIGINT)""",
     _tokens.DDL,
+    *_state.DDL,
     """CREATE TABLE IF NOT EXISTS checkpoints (
         name VARCHAR PRIMARY KEY, version VARCHAR NOT NULL, blob BLOB NOT NULL,
         rid BIGINT NOT NULL, eid BIGINT NOT NULL)""",

@@ -26,6 +26,7 @@ from . import (
     _query,
     _records,
     _runs,
+    _state,
     _summary,
     _tokens,
 )
@@ -37,6 +38,7 @@ from ._ingest import Prepared, prepare
 from ._logs import LogFilter
 from ._plan import plan
 from ._records import ChainCheck, Head
+from ._state import CurrentState
 from ._summary import RunSummary
 from ._tokens import TokenRecord
 
@@ -51,7 +53,8 @@ _OPEN_LOCK = threading.Lock()
 
 
 class Store:
-    """The embedded time-series store: series catalogue, samples, tiers, runs and events.
+    """The embedded time-series store: series catalogue, samples, tiers, runs and events;
+    ``current`` reads the current state of alerts, silences, commands and actions.
 
     With ``key`` the file is an encrypted database (created so when new); a file opens only
     with the key it was written with, and a plain file only without one.
@@ -77,6 +80,7 @@ class Store:
                 raise StoreError(f"store {self.path} is already open in this process")
             _OPEN.add(self._key)
         self._closed = True
+        self.current = CurrentState(self._txn, lambda: self._head.seq)
         try:
             self._con = connect(self.path, key)
             self._closed = False
@@ -236,6 +240,11 @@ class Store:
             self._watermark = hi
             return True
 
+    def rebuild_state(self) -> None:
+        """Make the current-state tables again from every record (a store older than them)."""
+        with self._lock, self._txn() as cur:
+            _state.rebuild(cur)
+
     def retain(self, max_age_s: float) -> int:
         """Delete samples, events and tier rows older than clock() - max_age_s; samples deleted."""
         with self._lock, self._txn() as cur:
@@ -243,10 +252,11 @@ class Store:
 
     # ---- runs and events ----------------------------------------------------------------
 
-    def upsert_run(self, run: Run) -> None:
-        """Insert or replace a run."""
+    def upsert_run(self, *runs: Run) -> None:
+        """Insert or replace runs, in one transaction."""
         with self._lock, self._txn() as cur:
-            _runs.upsert_run(cur, run)
+            for run in runs:
+                _runs.upsert_run(cur, run)
 
     def get_run(self, run_id: str) -> Run | None:
         """The run with this id, or None."""
@@ -314,12 +324,18 @@ class Store:
             return _logs.logs(cur, chosen)
 
     def run_summaries(
-        self, project: str | None = None, status: str | None = None
+        self,
+        project: str | None = None,
+        status: str | None = None,
+        *,
+        run: str | None = None,
+        projects: Collection[str] | None = None,
     ) -> list[RunSummary]:
-        """Runs as ``list_runs`` orders them, each with its progress, pace, ETA and open alerts."""
+        """Runs as ``list_runs`` orders them, each with its progress, pace, ETA and open alerts;
+        ``run`` computes that one only, ``projects`` keeps the runs of those projects."""
         cat = self._cat
         with self._snapshot() as (cur, watermark):
-            runs = _runs.list_runs(cur, project, status)
+            runs = _runs.list_runs(cur, project, status, run, projects)
             return _summary.summaries(cur, cat, runs, watermark)
 
     # ---- tokens ---------------------------------------------------------------------------
@@ -452,7 +468,8 @@ class Store:
 
 
 def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
-    """Append the prepared tables and record each source's last applied seq."""
+    """Append the prepared tables, fold the new records into the state tables and record
+    each source's last applied seq."""
     for table, rows in (
         ("series", prep.series),
         ("samples", prep.samples),
@@ -462,6 +479,8 @@ def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
         if rows.num_rows:
             cur.register("_rows", rows)
             cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
+            if table == "records":
+                _state.fold(cur, "_rows", set(rows.column("kind").to_pylist()))
             cur.unregister("_rows")
     if prep.seqs:
         cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))

@@ -2,7 +2,7 @@
 
 Everything comes from the newest sample of each series (tier rows plus the
 uncompacted tail), one short window of raw samples for the step rate, and the
-alert events; never a scan of a run's whole history.
+open alerts of the alert table; never a scan of a run's whole history.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ from dataclasses import dataclass
 import duckdb
 
 from ..model import NO_STEP, Run, RunStatus
-from . import _query
+from . import _alert_state, _query
 from ._catalogue import Catalogue
 
 #: The step rate is measured over this much of the newest data.
 RATE_WINDOW_S = 300.0
-#: Alert states that count as open (the lifecycle's names; anything but resolved).
-CLOSED_STATES = ("resolved", "inactive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +54,14 @@ def _latest(
     cur: duckdb.DuckDBPyConnection, cat: Catalogue, run_ids: set[str], watermark: int
 ) -> dict[str, _Latest]:
     """Per run: newest ts, highest step (and the series that reached it), newest loss/tokens."""
-    run_of = {sid: key.label("run") for sid, key in cat.keys.items()}
-    ids = [sid for sid, run in run_of.items() if run in run_ids]
+    found = cur.execute(
+        "SELECT id, run FROM series WHERE list_contains(?, run)", [sorted(run_ids)]
+    ).fetchall()
+    run_of = {int(sid): str(run) for sid, run in found if int(sid) in cat.keys}
+    ids = list(run_of)
     out = {r: _Latest(values={}) for r in run_ids}
     for sid, ts, step, value in _query.latest(cur, ids, watermark):
-        acc = out[str(run_of[sid])]
+        acc = out[run_of[sid]]
         assert acc.values is not None
         acc.last_ts = ts if acc.last_ts is None else max(acc.last_ts, ts)
         if step != NO_STEP and (acc.step is None or step > acc.step):
@@ -93,21 +94,6 @@ def _rates(cur: duckdb.DuckDBPyConnection, latest: dict[str, _Latest]) -> dict[s
     return out
 
 
-def _open_alerts(cur: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
-    """Alerts whose newest alert event is not in a closed state, per run."""
-    rows = cur.execute(
-        f"""SELECT run, count(*) FROM (
-            SELECT run, arg_max(lower(coalesce(json_extract_string(data, '$.state'), 'firing')),
-                                ts) AS state
-            FROM records WHERE kind = 'alert' AND list_contains(?, run)
-            GROUP BY run, coalesce(json_extract_string(data, '$.id'),
-                                   json_extract_string(data, '$.rule'), text, '') || labels)
-        WHERE state NOT IN {CLOSED_STATES!r} GROUP BY run""",
-        [run_ids],
-    ).fetchall()
-    return {str(r): int(n) for r, n in rows}
-
-
 def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
@@ -119,7 +105,7 @@ def summaries(
     ids = [r.id for r in runs]
     latest = _latest(cur, cat, set(ids), watermark)
     rates = _rates(cur, latest)
-    alerts = _open_alerts(cur, ids) if ids else {}
+    alerts = _alert_state.open_counts(cur, ids) if ids else {}
     out = []
     for run in runs:
         acc = latest[run.id]

@@ -13,7 +13,7 @@ import httpx
 from .._text import unreachable
 from .._tls import ClientTls
 from ..wire import parse_value
-from ._alerts import alerts_from_api, open_alerts_from_events
+from ._alerts import alerts_from_api
 from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
 
 __all__ = ["TopClient", "TopError"]
@@ -81,7 +81,6 @@ class TopClient:
             timeout=timeout_s,
         )
         self._server, self._clock = server, clock
-        self._alerts_api = True  # until the collector says it has none
 
     def close(self) -> None:
         self._http.close()
@@ -196,18 +195,11 @@ class TopClient:
         return StepTimes(_finite(step.get("0.5")), _finite(step.get("0.99")), **phases)
 
     def _alerts(self, run_id: str) -> tuple[AlertRow, ...] | None:
-        """Open alerts from the alerts API, else from alert events; None when neither exists."""
-        if self._alerts_api:
-            response = self._response("/alerts", {"run": run_id, "state": "open"})
-            if response.status_code == 404:
-                self._alerts_api = False  # an older collector: ask for events from now on
-            elif not response.is_error:
-                return alerts_from_api(response.json())
-            # else the alerts API failed; the alert events still say what is open
-        response = self._response("/events", {"run": run_id, "kind": "alert"})
+        """Open alerts from the alerts API; None when the collector has none (404)."""
+        response = self._response("/alerts", {"run": run_id, "state": "open"})
         if response.status_code == 404:
             return None
-        return open_alerts_from_events(self._json(response))
+        return alerts_from_api(self._json(response))
 
 
 def _newest(train: dict[str, dict[str, Any]], name: str) -> float | None:

@@ -3,7 +3,7 @@
 
 import { api, subscribe, ApiError } from "./js/api.js";
 import { el, throttle, themeChanged } from "./js/util.js";
-import { loadAlerts, annotations } from "./js/alerts.js";
+import { annotations, currentAlerts, holdAlerts, onAlerts } from "./js/alerts.js";
 import { startSession } from "./js/session.js";
 import * as runs from "./js/views/runs.js";
 import * as overview from "./js/views/overview.js";
@@ -110,7 +110,14 @@ const runEnd = (run) => (isLive(run) ? run.last_ts : run.end ?? run.last_ts) || 
 
 // ---- live updates ----------------------------------------------------------------------------
 
+// A transition of the shown run's alerts redraws the charts' markers from the held alerts.
+const annotateLive = throttle(() => {
+  if (shell.view && shell.view.annotate) shell.view.annotate().catch(showError);
+}, 250);
+onAlerts(annotateLive);
+
 function ensureStream(run) {
+  holdAlerts(run);
   if (shell.streamRun === run) return;
   if (shell.stream) shell.stream.close();
   shell.streamRun = run;
@@ -150,15 +157,12 @@ async function pollRunEnd() {
 }
 
 // A view refreshes on new samples, or with `live: "events"` on new events of its `liveKinds`;
-// a view zoomed to a fixed range stays as it is; alert events redraw chart annotations.
+// a view zoomed to a fixed range stays as it is.
 function onLive(name, data) {
   const summary = data && data.run ? runSummary(data.run) : null;
   if (name === "data" && summary && data.ts > (summary.last_ts || 0)) summary.last_ts = data.ts;
   const view = shell.view;
   if (!view) return;
-  if (name === "events" && view.annotate && data.kinds && data.kinds.alert && data.run === shell.params.run) {
-    view.annotate().catch(showError); // a new alert state: redraw the markers
-  }
   if (!view.refresh || (view.live || "data") !== name) return;
   if (view.liveKinds && !(data.kinds && view.liveKinds.some((k) => k in data.kinds))) return;
   const mine = !shell.params.run || data.run === shell.params.run;
@@ -217,7 +221,7 @@ function makeContext(name, params, signal) {
     async annotations() {
       if (!params.run) return [];
       try {
-        return annotations((await loadAlerts(params.run, "all", signal)).alerts);
+        return annotations(await currentAlerts(params.run));
       } catch (err) {
         showError(err);
         return [];
@@ -296,6 +300,7 @@ function signedOut() {
   if (shell.abort) shell.abort.abort();
   if (shell.view && shell.view.destroy) shell.view.destroy();
   if (shell.stream) shell.stream.close();
+  holdAlerts(null);
   Object.assign(shell, { view: null, ctx: null, name: null, summaries: [], stream: null, streamRun: undefined, streamUp: false });
   $("run-select").replaceChildren();
   $("view").replaceChildren();

@@ -1,10 +1,11 @@
-// Alerts: a timeline and a list of the run's alerts; details with the playbook text,
-// acknowledge and silence; silences listed with their removal. Read-only from alert events
-// when the collector has no alerts API, and for a role that may not operate.
+// Alerts: a timeline and a list of the run's alerts (as the page holds them: each transition
+// of the alert stream redraws them, no new listing); details with the playbook text,
+// acknowledge and silence; silences listed with their removal. Read-only for a role that may
+// not operate.
 
 import { api, serves } from "../api.js";
-import { el, fmtTime, fmtDuration, fmtNum } from "../util.js";
-import { loadAlerts } from "../alerts.js";
+import { el, fmtTime, fmtDuration, fmtNum, throttle } from "../util.js";
+import { currentAlerts, onAlerts } from "../alerts.js";
 import { can } from "../session.js";
 import { timeAxis } from "../ticks.js";
 
@@ -54,25 +55,22 @@ export async function render(root, ctx) {
   stateSel.value = filter;
   stateSel.addEventListener("change", () => ctx.set({ state: stateSel.value, alert: null }));
   const head = el("div", { class: "toolbar" }, el("label", {}, "State", stateSel));
-  const note = el("p", { class: "muted" });
   const body = el("div");
   const details = el("div", { class: "details" });
   const silences = el("div", { class: "section" });
-  root.append(el("h2", { text: "Alerts · " + (ctx.run.name || ctx.run.id) }), head, note, body, details, silences);
+  root.append(el("h2", { text: "Alerts · " + (ctx.run.name || ctx.run.id) }), head, body, details, silences);
   let alerts = [];
-  let available = true;
   let seen = null;
 
-  async function load() {
-    const got = await loadAlerts(run, "all", ctx.signal);
-    available = got.available;
+  // `fresh`: list again (after an action of the person), else what the page holds.
+  async function load(fresh = false) {
+    const got = await currentAlerts(run, fresh);
     const signature = JSON.stringify(got);
     if (signature === seen) return; // unchanged: keep what the user is typing in the details
     seen = signature;
-    alerts = got.alerts.sort((a, b) => (b.since || b.ts) - (a.since || a.ts));
-    note.textContent = available ? "" : "This collector has no alerts API: alerts are read from alert events, without acknowledge or silence.";
+    alerts = got.sort((a, b) => (b.since || b.ts) - (a.since || a.ts));
     draw();
-    if (available) await drawSilences();
+    if (fresh || !silences.childElementCount) await drawSilences();
   }
 
   function shown() {
@@ -114,8 +112,8 @@ export async function render(root, ctx) {
     const ann = a.annotations || {};
     const when = a.since || a.ts;
     const actions = el("div", { class: "toolbar" });
-    if (available && !can("operate")) actions.append(el("span", { class: "muted", text: "Acknowledging and silencing need the operator role." }));
-    if (available && can("operate")) {
+    if (!can("operate")) actions.append(el("span", { class: "muted", text: "Acknowledging and silencing need the operator role." }));
+    if (can("operate")) {
       const comment = el("input", { type: "text", placeholder: "comment", "aria-label": "comment" });
       const duration = el("select", { "aria-label": "silence for" }, SILENCE_DURATIONS.map(([t, s]) => el("option", { value: s, text: t })));
       actions.append(
@@ -153,7 +151,7 @@ export async function render(root, ctx) {
       await call();
       ctx.message("");
       seen = null;
-      await load();
+      await load(true);
     } catch (err) {
       ctx.error(err);
     }
@@ -185,10 +183,11 @@ export async function render(root, ctx) {
   }
 
   await load();
+  const redraw = throttle(() => load().catch(ctx.error), 250);
+  const stop = onAlerts(redraw);
   return {
-    live: "events",
-    liveKinds: ["alert"],
-    refresh: load,
+    refresh: () => load(),
+    destroy: stop,
     escape() {
       details.replaceChildren();
       ctx.set({ alert: null }, { rerender: false });
