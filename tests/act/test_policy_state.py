@@ -6,15 +6,20 @@ budgets stay spent and cool-downs run on in wall time; an unreadable snapshot is
 from __future__ import annotations
 
 import json
+import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from stepwatch.detect import AlertState, Policies
+from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord
+from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
 from stepwatch.store import Store
 
-from ._policy_parts import Harness, alert, policies
+from ._policy_parts import T0, Harness, alert, policies
 
 
 @pytest.fixture
@@ -175,3 +180,94 @@ def test_an_unreadable_snapshot_is_refused_and_the_engine_starts_empty(state: by
     h.engine.on_alert(alert())
     h.at(30)
     assert h.commands() == ["lower_lr"]
+
+
+Op = tuple[str, str] | tuple[str, float]
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["fire", "resolve"]), st.sampled_from(["r1", "r2"])),
+        st.tuples(st.just("wait"), st.sampled_from([5.0, 30.0, 200.0, 700.0])),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+class Scenario:
+    """Alerts firing and resolving on two runs as time passes; what each op handed over."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h, self.now = h, 0.0
+        self.firing: dict[str, LiveAlert] = {}
+        self.told: list[LiveAlert] = []
+
+    def apply(self, op: Op) -> None:
+        kind, arg = op
+        if kind == "wait":
+            assert isinstance(arg, float)
+            self.now += arg
+            self.h.at(self.now)
+            return
+        assert isinstance(arg, str)
+        if kind == "fire" and arg not in self.firing:
+            self.firing[arg] = alert(run=arg, since=self.now)
+            self.hand_over(self.firing[arg])
+        elif kind == "resolve" and arg in self.firing:
+            self.hand_over(self.firing.pop(arg).but(state=AlertState.RESOLVED))
+
+    def hand_over(self, transition: LiveAlert) -> None:
+        self.told.append(transition)
+        self.h.clock.now = T0 + self.now
+        self.h.engine.on_alert(transition)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, cut=st.data())
+def test_whenever_the_collector_dies_no_step_is_taken_twice_and_no_budget_overspent(
+    ops: list[Op], cut: st.DataObject
+) -> None:
+    crash = cut.draw(st.integers(0, len(ops)), label="crash after op")
+    checkpoint = cut.draw(st.integers(0, crash), label="checkpoint after op")
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.duckdb") as store:
+        first = Scenario(Harness(policies(most=2), store=store))
+        for i, op in enumerate([*ops[:crash], None]):
+            if i == checkpoint:
+                state, since = first.h.engine.snapshot(), len(first.told)
+            if op is not None:
+                first.apply(op)
+        after = Scenario(first.h.restarted(state, at=first.now))
+        after.now, after.firing = first.now, first.firing
+        for transition in first.told[since:]:  # the replay of the data since the checkpoint
+            after.hand_over(transition)
+        for op in [*ops[crash:], ("wait", 700.0), ("wait", 700.0)]:
+            after.apply(op)
+        records = store.records(kind=AUDIT_EVENT, limit=10**5)
+        steps = Counter(
+            (a.alert_id, a.detail["step"])
+            for a in map(AuditRecord.from_event, records)
+            if a.action == "policy" and "step" in a.detail
+        )
+        per_run = Counter(c.labels["run"] for c in store.records(kind=COMMAND_EVENT))
+    assert [k for k, n in steps.items() if n > 1] == []
+    assert all(n <= 2 for n in per_run.values()), per_run
+
+
+def test_an_escalation_begun_after_the_checkpoint_keeps_its_start(store: Store) -> None:
+    text = """
+policies:
+  rules:
+    - name: later
+      kinds: [loss_divergence]
+      steps:
+        - {after: 30s, action: lower_lr}
+"""
+    waiting = parse_rules(text, "p.yaml", DETECTORS).policies
+    assert waiting is not None
+    h = Harness(waiting, store=store)
+    state = h.engine.snapshot()
+    h.engine.on_alert(alert())  # nothing done at once: the escalation's start is a record
+    after = h.restarted(state, at=20)
+    after.engine.on_alert(alert())  # the replay, 20 s after the alert first came
+    after.at(30)
+    assert after.commands() == ["lower_lr"]
+    assert h.decisions() == [("escalation begun", "begun")]

@@ -42,6 +42,7 @@ class Rule:
 ROUTES: dict[str, Rule] = {
     "GET /healthz": Rule("public", other=None, anonymous=200),
     "GET /readyz": Rule("public", other=None, anonymous=200),
+    "GET /metrics": Rule("read", other=None),
     "GET /api/v1/session": Rule("signed-in", other=None),
     "POST /api/v1/session": Rule("public", other=None),  # no token: a wrong one, 401
     "DELETE /api/v1/session": Rule("public", other=None, anonymous=200),

@@ -166,3 +166,27 @@ def test_the_queue_is_bounded_by_batches_too() -> None:
     store.release.set()
     assert [f.result(timeout=10) for f in queued] == [True, True]
     writer.stop()
+
+
+def test_queue_depth_and_commit_durations_are_told() -> None:
+    """What the collector's metrics read: rows and batches waiting, and how long each group
+    commit took (on the writer's clock), a failed commit not among them."""
+    store = RecordingStore(refuse="bad")
+    ticks = iter(range(0, 1000, 2))  # each reading of the clock: 2 s later
+    writer = GroupWriter(store, compact_interval_s=3600, monotonic=lambda: next(ticks))
+    durations: list[float] = []
+    writer.on_commit_seconds.append(durations.append)
+    writer.on_commit_seconds.insert(0, lambda s: 1 / 0)  # a broken hook: the others still run
+    writer.start()
+    held = writer.submit(batch("a", 1, n=4))
+    store.first_call.wait()
+    assert writer.queued == (0, 0)  # taken into the commit held in apply
+    waiting = [writer.submit(batch("b", 1, n=3)), writer.submit(batch("c", 1, n=5))]
+    assert writer.queued == (8, 2)
+    store.release.set()
+    assert held.result(timeout=10) and all(f.result(timeout=10) for f in waiting)
+    with pytest.raises(RuntimeError):
+        writer.submit(batch("bad", 1)).result(timeout=10)
+    writer.stop()
+    assert writer.queued == (0, 0)
+    assert durations == [2, 2]  # two commits that succeeded, one clock step each

@@ -33,6 +33,7 @@ from ._receivers_mail import EmailReceiver
 from ._routing import Route
 from ._routing_config import NotifyConfig, load_notify_config, parse_notify_config
 from ._runner import Outcome, Runner, run_process
+from ._state import History
 
 __all__ = [
     "ACK_RESULTS",
@@ -49,6 +50,7 @@ __all__ = [
     "DeliveryError",
     "Dispatch",
     "EmailReceiver",
+    "History",
     "Notification",
     "Notifier",
     "NotifyConfig",

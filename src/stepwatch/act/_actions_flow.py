@@ -10,6 +10,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -66,6 +67,9 @@ class Remediation:
         self._lock = threading.Lock()
         self._actions = {a.id: a for a in restored}
         self.runner = Runner()
+        #: Playbook runs of this process by result (ok, dry-run, failed, timeout); the runner
+        #: thread counts, the collector's metrics read.
+        self.runs: Counter[str] = Counter()
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -247,6 +251,7 @@ class Remediation:
         with self._lock:
             self._actions[action_id] = done
         result = "dry-run" if state == ActionState.OK and done.dry_run else state
+        self.runs[result] += 1
         actor = done.decided_by or done.requested_by
         base = AuditRecord("playbook", actor, f"run {done.playbook}", "", done.labels)
         self._save(done, self._record(base, result, done, exit_code=outcome.exit_code))

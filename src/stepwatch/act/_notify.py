@@ -6,26 +6,35 @@ down only delays its own messages, retried with backoff; in the end its failure 
 and audited. Both queues are bounded: past ``MAX_TRANSITIONS`` waiting, a transition is
 dropped and logged (the detector never waits); past ``MAX_OUTBOX`` messages waiting for one
 receiver, a new one is dropped, logged and audited as failed.
+
+Across restarts the notifier is a part of the collector's checkpoint (``snapshot``,
+``restore``): a group already told is not told again, its repeat timer runs on in wall time,
+and the deliveries audited after the checkpoint count as sent. A message cut short by a crash
+while it was being sent goes out again (at least once, never lost).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import queue
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._redact import redact_urls
-from ..detect import LiveAlert
+from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
 from ._notify_dispatch import Dispatch
 from ._notify_message import Notification
+from ._notify_state import PART, Saved, catch_up
 from ._receivers import DeliveryError, Receiver
 from ._routing_config import NotifyConfig
+from ._state import History, audits
 
 __all__ = ["MAX_OUTBOX", "MAX_TRANSITIONS", "Notifier"]
 
@@ -38,6 +47,7 @@ _SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not
 MAX_TRANSITIONS = 10_000
 #: Messages waiting for one receiver (one that is down retries each with backoff).
 MAX_OUTBOX = 1_000
+_RESULTS = ("ok", "failed")
 
 
 class _Outbox:
@@ -67,7 +77,11 @@ class Notifier:
         monotonic: the clock of group waits and intervals.
         max_transitions: alert transitions that may wait for the deciding thread.
         max_outbox: messages that may wait for one receiver.
+        history: the collector's records since a wall time, read once by ``restore`` to
+            count the deliveries audited after the checkpoint as sent.
     """
+
+    name = PART
 
     def __init__(
         self,
@@ -78,12 +92,20 @@ class Notifier:
         monotonic: Callable[[], float] = time.monotonic,
         max_transitions: int = MAX_TRANSITIONS,
         max_outbox: int = MAX_OUTBOX,
+        history: History | None = None,
     ) -> None:
-        self.config, self._record = config, record
+        self.config, self._record, self._history = config, record, history
         self._clock, self._monotonic = clock, monotonic
         self._dispatch = Dispatch(config.route, config.external_url)
-        self._queue: queue.Queue[Any] = queue.Queue(max_transitions)
-        self._dropped = 0
+        # One lock (and wake-up) for what is decided: the transitions waiting, the groups,
+        # the messages handed to receivers and not yet delivered; a snapshot sees them whole.
+        self._wake = threading.Condition()
+        self._inbox: deque[LiveAlert] = deque()
+        self._max_transitions, self._closing, self._dropped = max_transitions, False, 0
+        self._unsent: dict[int, Notification] = {}
+        self._tokens = itertools.count()
+        self._outcomes: Counter[tuple[str, str]] = Counter()  # (receiver, ok|failed): messages
+        self._outcomes_lock = threading.Lock()  # receivers' threads and the deciding one count
         self._outboxes = {
             name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
         }
@@ -92,15 +114,54 @@ class Notifier:
 
     def submit(self, alert: LiveAlert) -> None:
         """Take a transition (a ``LiveDetector`` subscriber: returns at once, even when full)."""
-        try:
-            self._queue.put_nowait(alert)
-        except queue.Full:
+        with self._wake:
+            if len(self._inbox) < self._max_transitions:
+                self._inbox.append(alert)
+                self._wake.notify()
+                return
             self._dropped += 1
-            if self._dropped % 1000 == 1:  # one line per thousand, not a flood of its own
-                log.error(
-                    "notifications are behind: %d alert transitions dropped so far",
-                    self._dropped,
-                )
+            dropped = self._dropped
+        if dropped % 1000 == 1:  # one line per thousand, not a flood of its own
+            log.error("notifications are behind: %d alert transitions dropped so far", dropped)
+
+    # ---- the checkpoint -----------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The groups, the transitions not yet filed, the messages not yet delivered."""
+        with self._wake:
+            wall, shift = self._clock(), self._clock() - self._monotonic()
+            state = self._dispatch.state(lambda t: t + shift)
+            saved = Saved(wall, state, list(self._inbox), list(self._unsent.values()))
+        return saved.encode()  # its alerts and messages are frozen: no need to hold the lock
+
+    def restore(self, state: bytes) -> None:
+        """Take back a snapshot and count the deliveries audited since as sent (call before
+        ``start``); ValueError, and nothing changed, for a snapshot it cannot read."""
+        saved = Saved.decode(state)
+        shift = self._clock() - self._monotonic()
+        dispatch = Dispatch(self.config.route, self.config.external_url)
+        for key in dispatch.load(saved.dispatch, lambda t: t - shift):
+            log.warning("notification group %s is no longer routed: forgotten", key)
+        sent = audits(self._history, saved.taken, "notify")
+        unsent = catch_up(dispatch, saved.unsent, sent, lambda t: t - shift)
+        with self._wake:
+            self._dispatch = dispatch
+            self._inbox.extend(saved.inbox)
+            for notification in unsent:
+                self._hand_over(notification)
+        log.info("notification state restored: %d messages to deliver again", len(unsent))
+
+    @property
+    def dropped(self) -> int:
+        """Alert transitions dropped since the start: the deciding thread was too far behind."""
+        return self._dropped
+
+    def outcomes(self) -> dict[tuple[str, str], int]:
+        """Messages since the start by receiver and result (``ok`` or ``failed``), every
+        receiver and result present (0 when none): the collector's metrics read them."""
+        with self._outcomes_lock:
+            told = Counter(self._outcomes)
+        return {(r, result): told[r, result] for r in self._outboxes for result in _RESULTS}
 
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
@@ -113,7 +174,9 @@ class Notifier:
         """Send what is waiting now (one try each, no more retries), then end the threads."""
         if self._thread is None:
             return
-        self._queue.put(_STOP)
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
         self._thread.join()
         self._thread = None
         self._stopping.set()
@@ -125,29 +188,50 @@ class Notifier:
     # ---- the deciding thread ------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            wait = self._dispatch.next_due() - self._monotonic()
-            try:
-                item = self._queue.get(timeout=None if math.isinf(wait) else max(wait, 0.0))
-            except queue.Empty:
-                item = None
-            if item is _STOP:
-                self._step(self._flush, True)
-                return
-            if item is not None:
-                self._step(self._dispatch.add, item, self._monotonic())
-            self._step(self._flush, False)
+        closing = False
+        while not closing:
+            with self._wake:
+                wait = self._dispatch.next_due() - self._monotonic()
+                if not (self._inbox or self._closing) and wait > 0:
+                    self._wake.wait(None if math.isinf(wait) else wait)
+                closing = self._closing  # what was submitted before the stop is still filed
+            while self._file_one():
+                pass
+            with self._wake:
+                self._step(self._flush, closing)
+
+    def _file_one(self) -> bool:
+        """File the oldest waiting transition, if any: one at a time, so that the detector's
+        ``submit`` never waits for a burst to be filed, and a snapshot sees each one either
+        waiting or filed."""
+        with self._wake:
+            if not self._inbox:
+                return False
+            self._step(self._dispatch.add, self._inbox.popleft(), self._monotonic())
+            return True
 
     def _flush(self, everything: bool) -> None:
         """Hand what is due (everything unsent, at a stop) to the receivers' threads."""
         for notification in self._dispatch.due(self._monotonic(), all_groups=everything):
-            outbox = self._outboxes[notification.receiver]
-            try:
-                outbox.queue.put_nowait(notification)
-            except queue.Full:
-                why = f"dropped: {outbox.queue.maxsize} messages already wait for this receiver"
-                log.error("notifying %s of %s %s", outbox.receiver.name, notification.title, why)
-                self._audit(outbox.receiver, notification, False, 0, [why])
+            self._hand_over(notification)
+
+    def _hand_over(self, notification: Notification) -> None:
+        """Queue a message for its receiver; it counts as unsent until its delivery ends."""
+        outbox = self._outboxes.get(notification.receiver)
+        if outbox is None:  # a message of a checkpoint, to a receiver the config dropped
+            log.warning(
+                "receiver %s is gone: %s not sent", notification.receiver, notification.title
+            )
+            return
+        token = next(self._tokens)
+        self._unsent[token] = notification
+        try:
+            outbox.queue.put_nowait((token, notification))
+        except queue.Full:
+            del self._unsent[token]
+            why = f"dropped: {outbox.queue.maxsize} messages already wait for this receiver"
+            log.error("notifying %s of %s %s", outbox.receiver.name, notification.title, why)
+            self._audit(outbox.receiver, notification, False, 0, [why])
 
     @staticmethod
     def _step(step: Callable[..., None], *args: Any) -> None:
@@ -159,8 +243,9 @@ class Notifier:
 
     # ---- the delivering threads ---------------------------------------------------------
 
-    def _deliver(self, receiver: Receiver, notification: Notification) -> None:
+    def _deliver(self, receiver: Receiver, item: tuple[int, Notification]) -> None:
         """Send with retries; audit the outcome (and log a failure)."""
+        token, notification = item
         errors: list[str] = []
         attempts = 0
         while True:
@@ -179,6 +264,9 @@ class Notifier:
                 break
             if self._stopping.wait(receiver.retry.delay(attempts)):
                 break  # shutting down: no more waiting
+        with self._wake:
+            self._unsent.pop(token, None)  # before its record: a snapshot between the two
+            # has it neither unsent nor recorded, and the record, newer, counts it as sent
         ok = len(errors) < attempts
         if not ok:
             log.error(
@@ -193,6 +281,8 @@ class Notifier:
     def _audit(
         self, receiver: Receiver, n: Notification, ok: bool, attempts: int, errors: list[str]
     ) -> None:
+        with self._outcomes_lock:
+            self._outcomes[receiver.name, _RESULTS[not ok]] += 1
         kinds = {a.kind for a in n.alerts}
         record = AuditRecord(
             action="notify",
@@ -205,6 +295,7 @@ class Notifier:
             detail={
                 "status": n.status,
                 "alerts": [a.id for a in n.alerts],
+                "resolved": [a.id for a in n.alerts if a.state != AlertState.FIRING],
                 "group": n.key,
                 "attempts": attempts,
                 "errors": errors,

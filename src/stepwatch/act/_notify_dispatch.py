@@ -6,18 +6,31 @@ Per route and per value of its ``group_by`` labels, alerts gather in a group. A 
 waits ``group_wait`` for the rest of its burst; after a message, changes wait
 ``group_interval``; a group that still fires with nothing new is sent again after
 ``repeat_interval``. An alert that fired and ended between two messages is still told once.
+
+Across restarts the groups are kept (``state``, ``load``) and the audit trail tells what was
+sent after that (``sent``); a transition of an alert that already ended (a recovery replay
+handing it over again) is not filed twice.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..detect import AlertGroup, AlertState, LiveAlert, group_alerts
 from ._notify_message import Notification
 from ._routing import Route
+from ._state import alert_of, malformed
 
 __all__ = ["Dispatch"]
+
+#: Ended alerts remembered, so that a transition of theirs handed over again is not filed.
+MAX_ENDED = 10_000
+Times = Callable[[float], float]
+#: One message the audit trail tells of: the alerts it told firing, those it told ended, when.
+Heard = tuple[list[str], list[str], float]
 
 
 @dataclass
@@ -61,6 +74,7 @@ class _Group:
             self.told |= {a.id for a in sent}
             self.sent_at = now
         self.told_firing = (firing if sent is not None else self.told_firing) & firing
+        self.told &= firing  # what ended is told and gone
         self.alerts = {i: a for i, a in self.alerts.items() if i in firing}
         self.seen_firing &= firing
         if sent is not None:
@@ -70,6 +84,39 @@ class _Group:
         else:
             self.next_at = math.inf
 
+    def heard(self, firing: Collection[str], ended: Collection[str], at: float) -> None:
+        """A message the audit trail says went out at ``at`` (this state may predate it)."""
+        self.told |= {*firing, *ended}
+        self.told_firing = (self.told_firing | set(firing)) - set(ended)
+        self.sent_at = at if self.sent_at is None else max(self.sent_at, at)
+
+    def as_json(self, wall: Times) -> dict[str, Any]:
+        return {
+            "key": self.key, "path": self.route.path, "receiver": self.route.receiver,
+            "labels": self.labels, "next_at": _time(self.next_at, wall),
+            "alerts": [a.as_json() for a in self.alerts.values()],
+            "seen_firing": sorted(self.seen_firing), "told": sorted(self.told),
+            "told_firing": sorted(self.told_firing), "sent_at": _time(self.sent_at, wall),
+        }  # fmt: skip
+
+    @classmethod
+    def of_json(cls, data: dict[str, Any], route: Route, back: Times) -> _Group:
+        sent_at, next_at = _time(data["sent_at"], back), _time(data["next_at"], back)
+        group = cls(route, dict(data["labels"]), str(data["key"]), _never(next_at))
+        group.alerts = {a.id: a for a in map(alert_of, data["alerts"])}
+        group.seen_firing, group.told = set(data["seen_firing"]), set(data["told"])
+        group.told_firing, group.sent_at = set(data["told_firing"]), sent_at
+        return group
+
+
+def _time(t: float | None, convert: Times) -> float | None:
+    """A time from one clock to the other; ``None`` for no time (or never)."""
+    return None if t is None or math.isinf(t) else convert(float(t))
+
+
+def _never(t: float | None) -> float:
+    return math.inf if t is None else t
+
 
 class Dispatch:
     """Alert transitions in (``add``), notifications out (``due``), for one route tree."""
@@ -77,9 +124,14 @@ class Dispatch:
     def __init__(self, route: Route, external_url: str = "") -> None:
         self.route, self.external_url = route, external_url
         self._groups: dict[str, _Group] = {}
+        self._ended: dict[str, None] = {}  # alert ids, oldest first
+        self._heard: dict[str, list[Heard]] = {}  # messages of groups not held (group key)
 
     def add(self, alert: LiveAlert, now: float) -> None:
-        """File a transition into the group of each route that takes it."""
+        """File a transition into the group of each route that takes it (none of an alert
+        that has ended: it was handed over again)."""
+        if alert.id in self._ended:
+            return
         for route in self.route.find(alert.match_labels):
             (group,) = group_alerts([alert], route.group_by)
             labels = ",".join(f"{k}={v}" for k, v in group.labels.items())
@@ -87,7 +139,51 @@ class Dispatch:
             held = self._groups.get(key)
             if held is None:
                 held = self._groups[key] = _Group(route, group.labels, key, now + route.group_wait)
+                for heard in self._heard.pop(key, []):
+                    held.heard(*heard)
             held.add(alert, now)
+        if alert.state == AlertState.RESOLVED:
+            self._end([alert.id])
+
+    def _end(self, ids: Collection[str]) -> None:
+        for alert_id in ids:
+            self._ended[alert_id] = None
+        while len(self._ended) > MAX_ENDED:
+            del self._ended[next(iter(self._ended))]
+
+    def sent(self, key: str, firing: Collection[str], ended: Collection[str], at: float) -> None:
+        """A message to group ``key`` went out at ``at`` (as the audit trail says): what it
+        told is not told again, and its repeat is counted from then."""
+        self._end(ended)
+        held = self._groups.get(key)
+        if held is not None:
+            held.heard(firing, ended, at)
+        elif len(self._heard) < MAX_ENDED:
+            self._heard.setdefault(key, []).append((sorted(firing), sorted(ended), at))
+
+    def state(self, wall: Times) -> dict[str, Any]:
+        """The groups and the memory of ended alerts, times on the clock ``wall`` gives."""
+        heard = {k: [[f, e, wall(at)] for f, e, at in v] for k, v in self._heard.items()}
+        groups = [g.as_json(wall) for g in self._groups.values()]
+        return {"groups": groups, "ended": list(self._ended), "heard": heard}
+
+    def load(self, state: dict[str, Any], back: Times) -> list[str]:
+        """Take back ``state`` (times back through ``back``); the keys of groups whose route
+        the config no longer has (left out); ValueError for a malformed state."""
+        routes = {(r.path, r.receiver): r for r in self.route.walk()}
+        gone: list[str] = []
+        with malformed("notify"):
+            for data in state["groups"]:
+                route = routes.get((str(data["path"]), str(data["receiver"])))
+                if route is None:
+                    gone.append(str(data["key"]))
+                    continue
+                group = _Group.of_json(data, route, back)
+                self._groups[group.key] = group
+            self._end([str(i) for i in state["ended"]])
+            for key, heard in dict(state["heard"]).items():
+                self._heard[str(key)] = [(list(f), list(e), back(float(at))) for f, e, at in heard]
+        return gone
 
     def next_due(self) -> float:
         """When ``due`` may next have something (``inf``: nothing is waiting)."""

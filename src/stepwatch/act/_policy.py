@@ -78,7 +78,8 @@ class PolicyEngine:
     def snapshot(self) -> bytes:
         """Escalations, budgets and cool-downs as they stand between two decisions."""
         with self._lock:
-            return self._state.encode(self._clock())
+            body = self._state.body(self._clock())
+        return PolicyState.encode(body)
 
     def restore(self, state: bytes) -> None:
         """Take back a snapshot and the decisions recorded since it was taken (call before
@@ -131,6 +132,10 @@ class PolicyEngine:
                 "why": f"cool-down: acted {now - last:.0f}s ago, {left:.0f}s left"})  # fmt: skip
             return
         state.active[key] = Escalation(policy, alert, run, now)
+        if policy.steps and policy.steps[0].after_s > 0:  # nothing is done at once: a restart
+            # before the first step learns from this record when the escalation began
+            what = f"{policy.name}: escalation begun"
+            self._decide(policy, alert, run, "begun", what, {"started": now})
 
     def tick(self) -> None:
         """Take every step whose delay has passed (the engine's thread calls this)."""

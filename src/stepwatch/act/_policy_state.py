@@ -77,7 +77,8 @@ class PolicyState:
 
     # ---- the checkpoint -----------------------------------------------------------------
 
-    def encode(self, taken: float) -> bytes:
+    def body(self, taken: float) -> dict[str, Any]:
+        """A copy of the state, in the checkpoint's form (``encode`` it without the lock)."""
         active = [
             {"policy": k[0], "run": e.run, "started": e.started, "done": e.done,
              "alert": e.alert.as_json()}
@@ -86,7 +87,11 @@ class PolicyState:
         past = [[k[0], k[1], p.run, p.started, p.done, p.over] for k, p in self.past.items()]
         acted = [[policy, run, ts] for (policy, run), ts in self.acted.items()]
         body = {"taken": taken, "active": active, "past": past, "acted": acted}
-        return encode(FORMAT, body | {"actions": self.actions})
+        return body | {"actions": dict(self.actions)}
+
+    @staticmethod
+    def encode(body: dict[str, Any]) -> bytes:
+        return encode(FORMAT, body)
 
     @classmethod
     def decode(cls, state: bytes, policies: Policies | None) -> tuple[PolicyState, float]:
@@ -109,33 +114,39 @@ class PolicyState:
             return out, float(data["taken"])
 
     def catch_up(self, records: Sequence[tuple[float, AuditRecord]]) -> None:
-        """Apply the policy decisions recorded since the checkpoint (oldest first): steps
-        taken and budgets spent stay taken and spent; an escalation that ended stays over."""
+        """Apply the policy decisions recorded since the checkpoint (oldest first): an
+        escalation begun keeps its start, steps taken and budgets spent stay taken and spent,
+        an escalation that ended stays over."""
         for ts, record in records:
-            if not record.actor.startswith(ACTOR):
-                continue
-            key = (record.actor.removeprefix(ACTOR), record.alert_id)
-            run = record.labels.get("run", "")
-            esc, past = self.active.get(key), self.past.get(key)
-            if record.result == "ended":
-                if esc is not None:
-                    self.finish(key)
-                elif past is None or not past.over:
-                    self.remember(key, Past(run, ts, past.done if past else 0, over=True))
-                continue
-            step = record.detail.get("step")
-            known = esc.done if esc is not None else past.done if past is not None else 0
-            if not isinstance(step, int) or step <= known:
-                continue  # a cool-down skip (no step), or a step the checkpoint has
-            if record.result in SPENT:
-                self.spend(key[0], run, ts)
+            if record.actor.startswith(ACTOR):
+                key = (record.actor.removeprefix(ACTOR), record.alert_id)
+                self._apply(key, record, record.labels.get("run", ""), ts)
+
+    def _apply(self, key: Key, record: AuditRecord, run: str, ts: float) -> None:
+        esc, past = self.active.get(key), self.past.get(key)
+        started = float(record.detail.get("started", ts))
+        if record.result == "ended":
             if esc is not None:
-                esc.done = step
-                if step >= len(esc.policy.steps):
-                    self.finish(key)
-            else:
-                started = float(record.detail.get("started", ts))
-                self.remember(key, Past(run, started, step, past.over if past else False))
+                self.finish(key)
+            elif past is None or not past.over:
+                self.remember(key, Past(run, ts, past.done if past else 0, over=True))
+            return
+        if record.result == "begun":
+            if esc is None and past is None:
+                self.remember(key, Past(run, started, 0))
+            return
+        step = record.detail.get("step")
+        known = esc.done if esc is not None else past.done if past is not None else 0
+        if not isinstance(step, int) or step <= known:
+            return  # a cool-down skip (no step), or a step the checkpoint has
+        if record.result in SPENT:
+            self.spend(key[0], run, ts)
+        if esc is None:
+            self.remember(key, Past(run, started, step, past.over if past else False))
+            return
+        esc.done = step
+        if step >= len(esc.policy.steps):
+            self.finish(key)
 
 
 def _escalation(data: dict[str, Any], named: dict[str, Policy]) -> Escalation | None:

@@ -76,6 +76,12 @@ from ._base import (
     help="Seconds between checkpoints of the detection state in the store (also taken at "
     "shutdown): a restart replays only what came after the last one.",
 )
+@click.option(
+    "--metrics-public",
+    is_flag=True,
+    help="Serve /metrics to scrapers without a token even with auth on "
+    "(its figures name no run nor project).",
+)
 def server(
     store_path: Path,
     host: str,
@@ -90,8 +96,9 @@ def server(
     tls_key: Path | None,
     tls_client_ca: Path | None,
     checkpoint_interval_s: float,
+    metrics_public: bool,
 ) -> None:
-    """Run the collector: ingest, store, detection, query API and web page."""
+    """Run the collector: ingest, store, detection, query API, web page and /metrics."""
     from ..server import ServerTls, serve
 
     with _clear_rule_errors(), _clear_errors():
@@ -108,6 +115,7 @@ def server(
             tls=tls,
             allowed_hosts=allowed_hosts,
             checkpoint_interval_s=checkpoint_interval_s,
+            metrics_public=metrics_public,
         )
 
 

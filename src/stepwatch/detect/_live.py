@@ -215,6 +215,17 @@ class LiveDetector:
         with self._lock:
             return self._queued
 
+    @property
+    def data_now(self) -> float:
+        """The newest data time detection has seen (-inf before any sample): its lag is the
+        wall time minus this."""
+        return self._data_now
+
+    def firing(self) -> list[LiveAlert]:
+        """The alerts firing now, read from any thread without waiting on the detector thread
+        (a copy: ``dict.copy`` is one step under the GIL), for figures that must not block."""
+        return list(self._open.copy().values())
+
     def subscribe(self, callback: Subscriber, *, muted: bool = False) -> Callable[[], None]:
         """Call ``callback`` (on the detector thread) with each transition that is not
         silenced or inhibited, or with every one when ``muted``; returns the unsubscribe."""

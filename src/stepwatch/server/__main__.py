@@ -63,6 +63,11 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         default=DEFAULT_CHECKPOINT_INTERVAL_S,
         help="seconds between checkpoints of the detection state (and one at shutdown)",
     )
+    parser.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve /metrics without a token even with --auth (it names no run nor project)",
+    )
     args = parser.parse_args(argv)
     try:
         serve(
@@ -78,6 +83,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
             allowed_hosts=args.allowed_host,
             checkpoint_interval_s=args.checkpoint_interval,
+            metrics_public=args.metrics_public,
         )
     except (RuleError, StoreError, EncryptionError, OSError, ValueError) as exc:
         # A mistake in a rule or playbooks file (its file:line), a store another process holds, a

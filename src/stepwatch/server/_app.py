@@ -29,10 +29,12 @@ from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
 from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
-from ._ingest import ingest_router
+from ._ingest import IngestStats, ingest_router
 from ._jsonio import JSON, error_response
+from ._metrics import Parts, StoreFigures, metrics_registry, metrics_router
 from ._notifications import Notifications
 from ._query import query_router
+from ._readiness import Readiness
 from ._runs import runs_router
 from ._scope import Scope
 from ._session_api import session_router
@@ -51,7 +53,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
-def _probes(writer: GroupWriter, detection: Detection) -> APIRouter:
+def _probes(readiness: Readiness) -> APIRouter:
     """Open to probes and browsers: they carry no data."""
     router = APIRouter(dependencies=[PUBLIC])
 
@@ -62,11 +64,11 @@ def _probes(writer: GroupWriter, detection: Detection) -> APIRouter:
 
     @router.get("/readyz", responses=error_responses(503))
     def readyz() -> JSON:
-        """Ready to take batches: the store is open and the writer thread runs."""
-        if not writer.alive:
-            return error_response(503, "not ready: the store writer is not running")
-        if not detection.live.ready:
-            return error_response(503, "not ready: restoring detection state")
+        """Ready to take batches: every readiness check passes (the store is open, the writer
+        thread runs...); else 503 with the first reason."""
+        reason = readiness.not_ready()
+        if reason is not None:
+            return error_response(503, f"not ready: {reason}")
         return JSON({"status": "ready"})
 
     @router.get("/", include_in_schema=False)
@@ -107,6 +109,7 @@ def create_app(
     notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
+    metrics_public: bool = False,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
@@ -125,6 +128,7 @@ def create_app(
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
         checkpoint_interval_s: seconds between checkpoints of the collector's state.
+        metrics_public: /metrics answers without a token (it names no run nor project).
     """
     writer = GroupWriter(
         store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
@@ -145,8 +149,11 @@ def create_app(
     )
     writer.on_commit.append(detection.feed)
     notifications = Notifications(
-        notify, detection.live, detection.log.record, clock, scope.project_of
-    )
+        notify, detection.live, detection.log.record, clock, scope.project_of,
+        history=detection.log.audits_since,
+    )  # fmt: skip
+    if notifications.notifier is not None:
+        detection.checkpoints.parts.append(notifications.notifier)
     detection.restore()  # before the writer takes a batch
 
     @asynccontextmanager
@@ -184,12 +191,29 @@ def create_app(
     )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
-    include(app, _probes(writer, detection))
+    app.state.readiness = readiness = Readiness(
+        lambda: "the store is closed" if store.closed else None,
+        lambda: None if writer.alive else "the store writer is not running",
+        lambda: None if detection.live.ready else "restoring detection state",
+    )  # parts that restore state add their checks
+    ingest = IngestStats()
+    parts = Parts(
+        ingest,
+        writer,
+        detection.live,
+        notifications.notifier,
+        detection.remediation,
+        StoreFigures(store),
+        readiness,
+        clock,
+    )
+    include(app, _probes(readiness))
+    include(app, metrics_router(metrics_registry(parts), public=metrics_public))
     include(app, _docs(app))
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, max_body_bytes, clock, scope))
+    include(app, ingest_router(writer, max_body_bytes, clock, scope, ingest))
     include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S, CheckpointWorker, restore_parts
 from ..act import (
     ACTION_STATES,
-    AUDIT_EVENT,
     FINAL_STATES,
     Action,
     CommandBook,
@@ -37,9 +36,6 @@ __all__ = ["ACK_EVENT", "Detection", "live_alert", "open_alerts"]
 ACK_EVENT = "alert_ack"
 #: Actions a restarted collector takes back: those not yet done.
 UNFINISHED = frozenset(ACTION_STATES) - frozenset(FINAL_STATES)
-
-#: The most audit records since its checkpoint the policy engine reads back at a restart.
-AUDIT_SINCE = 100_000
 
 log = logging.getLogger("stepwatch.server")
 
@@ -121,7 +117,7 @@ class Detection:
             self.commands,
             self.log.record,
             clock=clock,
-            history=lambda since: store.records(kind=AUDIT_EVENT, start=since, limit=AUDIT_SINCE),
+            history=self.log.audits_since,
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
         #: Checkpoints the detector (and whatever other parts are added before ``restore``).

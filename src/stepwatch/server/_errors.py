@@ -49,13 +49,22 @@ def refusals_as_sent(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class ApiError(Exception):
-    """A request we refuse, with the status and the sentence the client will read."""
+    """A request we refuse, with the status and the sentence the client will read, and a
+    short name of the cause (``reason``) that the collector's metrics count refusals by."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        reason: str = "",
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers
+        self.reason = reason or HTTPStatus(status).name.lower()
 
 
 def _describe(exc: RequestValidationError) -> str:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 
+from ..act import AUDIT_EVENT
 from ..model import RESERVED_SOURCE_PREFIX, Event, RecordBatch
 from ..store import Store
 from ._writer import GroupWriter, WriterClosed
@@ -16,6 +17,8 @@ __all__ = ["COLLECTOR_SOURCE", "EventLog"]
 
 #: The source name of the collector's own batches (no producer may claim it).
 COLLECTOR_SOURCE = f"{RESERVED_SOURCE_PREFIX}collector"
+#: The most audit records a restored part reads back (those since its checkpoint).
+MAX_AUDITS_SINCE = 100_000
 
 
 class EventLog:
@@ -45,3 +48,7 @@ class EventLog:
     def write(self, events: Sequence[Event], timeout: float = 30.0) -> None:
         """``append`` and wait until stored (an API call answers only after that)."""
         self.append(events).result(timeout)
+
+    def audits_since(self, ts: float) -> list[Event]:
+        """The audit records stored since ``ts``: what the act layer did after its checkpoint."""
+        return self._store.records(kind=AUDIT_EVENT, start=ts, limit=MAX_AUDITS_SINCE)

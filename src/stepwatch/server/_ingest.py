@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from ..auth import Identity
@@ -16,9 +20,9 @@ from ._auth import Ingester
 from ._errors import ApiError, error_responses
 from ._jsonio import JSON
 from ._scope import Scope
-from ._writer import GroupWriter, WriterClosed
+from ._writer import GroupWriter, WriterClosed, WriterFull
 
-__all__ = ["ingest_router"]
+__all__ = ["WIRE_FORMATS", "IngestStats", "ingest_router"]
 
 _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_INT64}
 _TS = {"type": "number", "minimum": -MAX_ABS_TS_S, "maximum": MAX_ABS_TS_S}
@@ -67,6 +71,54 @@ _OPENAPI = {
 }
 
 
+#: The wire formats by content type, as the metrics name them.
+_FORMATS = {BINARY_CONTENT_TYPE: "binary", JSON_CONTENT_TYPE: "json"}
+WIRE_FORMATS = tuple(_FORMATS.values())
+
+
+@dataclass
+class IngestStats:
+    """What ingest took and refused since the start, counted on the event loop (one thread);
+    the collector's metrics read it. Counters by wire format; refusals by (status, reason)."""
+
+    batches: Counter[str] = field(default_factory=Counter)
+    duplicates: Counter[str] = field(default_factory=Counter)
+    samples: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[tuple[int, str]] = field(default_factory=Counter)
+
+    def took(self, wire: str, batch: SampleBatch, applied: bool) -> None:
+        if not applied:
+            self.duplicates[wire] += 1
+            return
+        self.batches[wire] += 1
+        self.samples[wire] += len(batch)
+        self.events[wire] += len(batch.events)
+
+
+def _counting(stats: IngestStats) -> type[APIRoute]:
+    """A route class that counts each refusal of its routes, the token checks of their
+    dependencies included (they run inside the route's handler)."""
+
+    class Counted(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handle = super().get_route_handler()
+
+            async def counted(request: Request) -> Response:
+                try:
+                    return await handle(request)
+                except ApiError as exc:
+                    stats.rejected[exc.status, exc.reason] += 1
+                    raise
+                except Exception:
+                    stats.rejected[500, "internal"] += 1
+                    raise
+
+            return counted
+
+    return Counted
+
+
 async def _check_owner(store: Store, source: str, sender: str) -> None:
     """A source belongs to the identity (by name: a token renewed under its name keeps them)
     that sent it first; another identity's batch is a 403."""
@@ -74,7 +126,7 @@ async def _check_owner(store: Store, source: str, sender: str) -> None:
     if bound is None:
         bound = await run_in_threadpool(store.claim_source, source, sender)
     if bound != sender:
-        raise ApiError(403, f"source {source!r} belongs to another identity")
+        raise ApiError(403, f"source {source!r} belongs to another identity", reason="owner")
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -82,14 +134,15 @@ async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise ApiError(400, f"bad Content-Length header {declared!r}")
+            raise ApiError(400, f"bad Content-Length header {declared!r}", reason="length")
         if int(declared) > limit:
-            raise ApiError(413, f"body of {int(declared)} bytes exceeds the {limit}-byte limit")
+            message = f"body of {int(declared)} bytes exceeds the {limit}-byte limit"
+            raise ApiError(413, message, reason="too_large")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise ApiError(413, f"body exceeds the {limit}-byte limit")
+            raise ApiError(413, f"body exceeds the {limit}-byte limit", reason="too_large")
     return bytes(body)
 
 
@@ -102,17 +155,25 @@ def check_runs(scope: Scope, who: Identity, batch: SampleBatch) -> None:
     mine = ", ".join(sorted(who.projects))
     for run in sorted(runs, key=lambda r: r or ""):
         if run is None:
-            raise ApiError(403, f"{who.name} writes only data with a run of its projects ({mine})")
+            message = f"{who.name} writes only data with a run of its projects ({mine})"
+            raise ApiError(403, message, reason="project")
         if not who.sees(scope.project_of(run)):
-            raise ApiError(403, f"{who.name} may not write run {run!r}: not a run of {mine}")
+            message = f"{who.name} may not write run {run!r}: not a run of {mine}"
+            raise ApiError(403, message, reason="project")
 
 
 def ingest_router(
-    writer: GroupWriter, max_body_bytes: int, clock: Callable[[], float], scope: Scope
+    writer: GroupWriter,
+    max_body_bytes: int,
+    clock: Callable[[], float],
+    scope: Scope,
+    stats: IngestStats | None = None,
 ) -> APIRouter:
     """The ingest route, bound to its writer, size limit and clock (default timestamps of JSON);
-    ``scope`` says which runs a token may write (and holds the store: sources' owners)."""
-    router = APIRouter()
+    ``scope`` says which runs a token may write (and holds the store: sources' owners);
+    ``stats`` counts what it took and refused."""
+    stats = IngestStats() if stats is None else stats
+    router = APIRouter(route_class=_counting(stats))
 
     async def decode_body(content_type: str, body: bytes) -> SampleBatch:
         try:
@@ -122,7 +183,7 @@ def ingest_router(
                 batch = await run_in_threadpool(decode_json, body, clock)
             check_producer_batch(batch)  # the collector's records are never ingested
         except (WireError, ValueError) as exc:
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, str(exc), reason="malformed") from None
         return batch
 
     @router.post("/api/v1/ingest", openapi_extra=_OPENAPI, responses=error_responses(413, 415, 503))
@@ -134,6 +195,7 @@ def ingest_router(
                 415,
                 f"unsupported content type {content_type or '(none)'!r}: "
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
+                reason="content_type",
             )
         batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
         check_runs(scope, who, batch)  # runs' projects are remembered: no query per batch
@@ -141,9 +203,12 @@ def ingest_router(
         try:
             applied = await asyncio.wrap_future(writer.submit(batch))
         except WriterClosed as exc:  # shutting down, or the queue is full: the sender retries
-            raise ApiError(503, str(exc), {"Retry-After": str(exc.retry_after_s)}) from None
+            why = "queue_full" if isinstance(exc, WriterFull) else "shutting_down"
+            retry = {"Retry-After": str(exc.retry_after_s)}
+            raise ApiError(503, str(exc), retry, reason=why) from None
         except ValueError as exc:  # the store's own checks: the batch is malformed
-            raise ApiError(400, f"batch rejected: {exc}") from None
+            raise ApiError(400, f"batch rejected: {exc}", reason="store_checks") from None
+        stats.took(_FORMATS[content_type], batch, applied)
         return JSON(
             {"applied": applied, "source": batch.source, "seq": batch.seq, "samples": len(batch)}
         )

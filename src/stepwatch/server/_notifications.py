@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..act import Notifier, NotifyConfig, load_notify_config
+from ..act import History, Notifier, NotifyConfig, load_notify_config
 from ..detect import LiveAlert, LiveDetector
 from ..model import Event
 
@@ -35,8 +35,11 @@ class Notifications:
         record: Callable[[Sequence[Event]], None],
         clock: Callable[[], float],
         project_of: ProjectOf = lambda run: None,
+        history: History | None = None,
     ) -> None:
-        self.notifier = None if config is None else Notifier(config, record, clock=clock)
+        self.notifier = (
+            None if config is None else Notifier(config, record, clock=clock, history=history)
+        )
         if self.notifier is not None:
             submit = self.notifier.submit
             live.subscribe(lambda alert: submit(stamped(alert, project_of)))  # muted: quiet

@@ -88,8 +88,10 @@ class ServerThread:
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
         checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
+        metrics_public: bool = False,
     ) -> None:
-        """``auth``: require tokens (None: whenever ``host`` is not a loopback address)."""
+        """``auth``: require tokens (None: whenever ``host`` is not a loopback address);
+        ``metrics_public``: /metrics without a token."""
         if not checkpoint_interval_s > 0:  # before anything opens
             raise ValueError(f"the checkpoint interval must be above 0 s: {checkpoint_interval_s}")
         self._checkpoint_interval_s = checkpoint_interval_s
@@ -106,6 +108,7 @@ class ServerThread:
         #: Where the first start with auth wrote the admin token (None: one existed already).
         self.admin_token_file: Path | None = None
         self._max_body_bytes = max_body_bytes
+        self._metrics_public = metrics_public
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: _Uvicorn | None = None
@@ -163,6 +166,7 @@ class ServerThread:
             notify=served_at(notify, url),
             playbooks=playbooks,
             checkpoint_interval_s=self._checkpoint_interval_s,
+            metrics_public=self._metrics_public,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
@@ -263,6 +267,7 @@ def serve(
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
+    metrics_public: bool = False,
 ) -> None:
     """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
 
@@ -284,6 +289,8 @@ def serve(
         allowed_hosts: names the collector is reached by, besides its bind address and
             localhost (a request under another Host name is refused: DNS rebinding).
         checkpoint_interval_s: seconds between checkpoints of the detection state.
+        metrics_public: /metrics answers without a token even with auth on (its figures name
+            no run nor project).
     """
     server = ServerThread(
         store_path,
@@ -298,6 +305,7 @@ def serve(
         tls=tls,
         allowed_hosts=allowed_hosts,
         checkpoint_interval_s=checkpoint_interval_s,
+        metrics_public=metrics_public,
     )
     with _stop_on_signals(server.request_stop):
         server.start()

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..model import SampleBatch
 
-__all__ = ["BatchSink", "CommitHook", "GroupWriter", "WriterClosed", "WriterFull"]
+__all__ = ["BatchSink", "CommitHook", "GroupWriter", "TimingHook", "WriterClosed", "WriterFull"]
 
 log = logging.getLogger("stepwatch.server")
 
@@ -33,6 +33,8 @@ class BatchSink(Protocol):
 
 #: Told in the writer thread of the batches one commit applied (not duplicates); keep it cheap.
 CommitHook = Callable[[Sequence[SampleBatch]], None]
+#: Told in the writer thread how long one group commit took, in seconds.
+TimingHook = Callable[[float], None]
 
 
 class WriterClosed(RuntimeError):
@@ -87,6 +89,8 @@ class GroupWriter:
         self._thread: threading.Thread | None = None
         #: Told of every commit, in order; a hook that raises is logged and the others still run.
         self.on_commit: list[CommitHook] = []
+        #: Told of the duration of every group commit that succeeded (the collector's metrics).
+        self.on_commit_seconds: list[TimingHook] = []
 
     def start(self) -> None:
         """Start accepting batches; may start again after ``stop`` (one app, many lifespans)."""
@@ -97,6 +101,12 @@ class GroupWriter:
             self._last_compact = self._monotonic()
             self._thread = threading.Thread(target=self._run, name="stepwatch-writer", daemon=True)
             self._thread.start()
+
+    @property
+    def queued(self) -> tuple[int, int]:
+        """Rows and batches submitted and not yet taken into a commit."""
+        with self._lock:
+            return self._queued[0], self._queued[1]
 
     @property
     def alive(self) -> bool:
@@ -172,6 +182,7 @@ class GroupWriter:
 
     def _apply(self, group: list[_Item]) -> None:
         """One transaction per group; if it fails, retry one by one so only the culprit fails."""
+        started = self._monotonic()
         try:
             results = self._store.apply([item.batch for item in group])
         except Exception as exc:
@@ -181,17 +192,22 @@ class GroupWriter:
             for item in group:
                 self._apply([item])
             return
+        self._tell(self.on_commit_seconds, self._monotonic() - started)
         for item, applied in zip(group, results, strict=True):
             item.future.set_result(applied)
             self._rows_since_compact += len(item.batch) if applied else 0
         self._notify([item.batch for item, applied in zip(group, results, strict=True) if applied])
 
     def _notify(self, committed: list[SampleBatch]) -> None:
-        if not committed:
-            return
-        for hook in self.on_commit:
+        if committed:
+            self._tell(self.on_commit, committed)
+
+    @staticmethod
+    def _tell(hooks: Sequence[Callable[[Any], None]], news: Any) -> None:
+        """Each hook in turn; one that raises is logged and the others still run."""
+        for hook in hooks:
             try:
-                hook(committed)
+                hook(news)
             except Exception:
                 log.exception("commit hook %r failed", hook)
 

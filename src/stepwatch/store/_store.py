@@ -112,6 +112,11 @@ class Store:
             cur.execute("SELECT source, owner FROM source_owners").fetchall()
         )
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` ran (or the file could not be opened)."""
+        return self._closed
+
     def close(self) -> None:
         """Close the file; the Store cannot be used afterwards."""
         with self._lock:
