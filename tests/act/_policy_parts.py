@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 
 from stepwatch.act import (
     AUDIT_EVENT,
-    COMMAND_ACK_EVENT,
-    COMMAND_EVENT,
     AuditRecord,
     CommandBook,
     PolicyEngine,
@@ -67,8 +65,7 @@ class Harness:
         self.book = CommandBook(clock=self.clock)
         history = None if self.store is None else self.history
         if self.store is not None:  # the queue comes back from the store, as at a start
-            kinds = (COMMAND_EVENT, COMMAND_ACK_EVENT)
-            self.book.restore([e for k in kinds for e in self.store.records(kind=k)])
+            self.book.restore(self.store.current.commands(live=True))
         self.engine = PolicyEngine(
             lambda: self.policies, self.book, self.record, clock=self.clock, history=history
         )

@@ -95,6 +95,16 @@ def test_an_allowed_host_that_is_a_url_is_refused_before_anything_opens(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("interval", ["0", "-5"])
+def test_a_checkpoint_interval_that_is_no_time_is_refused_before_anything_opens(
+    tmp_path: Path, interval: str
+) -> None:
+    store = tmp_path / "new.duckdb"
+    line = _fails("server", "--store", str(store), "--checkpoint-interval", interval)
+    assert line == f"Error: the checkpoint interval must be above 0 s: {float(interval)}"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("option", "value", "said"),
     [

@@ -17,6 +17,7 @@ from stepwatch.detect import (
     LiveAlert,
     LiveDetector,
     Matcher,
+    Recovery,
     RuleFiles,
     Silence,
     SilenceBook,
@@ -24,6 +25,7 @@ from stepwatch.detect import (
 )
 from stepwatch.detect._reorder import ReorderBuffer, SeriesOrder, merge
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
+from stepwatch.store import Position
 
 #: A rule file of one rule, ``hot``, which both rule files below start with.
 HOT = """\
@@ -429,19 +431,26 @@ def test_a_full_queue_skips_detection_and_counts_it(recorder: Recorder) -> None:
     assert live.stats.samples == 10
 
 
-def test_alerts_left_firing_by_a_previous_life_are_resolved_at_start(recorder: Recorder) -> None:
+def test_alerts_left_firing_by_a_previous_life_stay_firing_and_data_resolves_them(
+    recorder: Recorder,
+) -> None:
     rules = RuleFiles(base=parse_rules(RULES, "r.yaml", DETECTORS))
     first = LiveDetector(rules, recorder).start()
     first.feed([_temps("n0", 0, 40, 95.0)])
     first.stop()
-    left = [a for a in recorder.alerts() if a.state == "firing"]
-    assert {a.rule for a in left} == {"hot", "very_hot"}
-    second = LiveDetector(rules, recorder, stale=left).start()
+    left = {a.id: a for a in recorder.alerts() if a.state == "firing"}
+    assert {a.rule for a in left.values()} == {"hot", "very_hot"}
+    second = LiveDetector(rules, recorder)  # no checkpoint: it starts cold, and adopts them
+    second.recover(Recovery.of((), Position(), left))
+    second.start()
+    second.feed([_temps("n0", 100, 140, 95.0)])  # the same condition, seen afresh
+    second.flush()
+    assert len(recorder.alerts()) == len(left)  # continued, neither resolved nor fired again
+    assert {a.id for a in second.open_alerts()} == set(left)
+    second.feed([_temps("n0", 140, 150, 20.0)])
     second.stop()
-    closed = recorder.alerts()[len(left) :]
-    assert {(a.id, a.state, a.reason) for a in closed} == {
-        (a.id, "resolved", "collector restarted") for a in left
-    }
+    resolved = recorder.alerts()[len(left) :]
+    assert {(a.id, a.state) for a in resolved} == {(i, "resolved") for i in left}
 
 
 # ---- warming up ---------------------------------------------------------------------------

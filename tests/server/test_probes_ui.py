@@ -1,14 +1,21 @@
-"""Probes and the web page: /healthz, /readyz (503 when the writer is not running), GET /."""
+"""Probes and the web page: /healthz, /readyz (503 when the writer is not running, or while
+detection catches up after a restart), GET /."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
+from conftest import poll
 
-from stepwatch.server import create_app
-from stepwatch.store import Store
+from stepwatch.model import SampleBatch
+from stepwatch.server import ServerThread, create_app
+from stepwatch.store import Position, Store
 
 
 def test_probes_answer_when_running(client: httpx.Client) -> None:
@@ -81,3 +88,30 @@ def test_openapi_declares_the_refusals_the_api_sends(client: httpx.Client) -> No
         ingest["requestBody"]["content"]
     )
     assert "409" in schema["paths"]["/api/v1/actions/{action_id}/approve"]["post"]["responses"]
+
+
+def test_readyz_is_503_until_detection_has_caught_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loss_doc: Any
+) -> None:
+    """Restarted, the collector takes batches at once but is ready only once the detector has
+    replayed what the store took since its checkpoint (held here until the test lets it go)."""
+    path = tmp_path / "s.duckdb"
+    with ServerThread(path, port=0) as first:
+        httpx.post(f"{first.url}/api/v1/ingest", json=loss_doc(1, "r1", [1.0] * 5, 1e9))
+    held, replay = threading.Event(), Store.batches_since
+
+    def paced(self: Store, start: Position, end: Position | None = None) -> Iterator[SampleBatch]:
+        held.wait(30)
+        yield from replay(self, start, end)
+
+    monkeypatch.setattr(Store, "batches_since", paced)
+    with ServerThread(path, port=0) as second:
+        waiting = httpx.get(f"{second.url}/readyz")
+        taken = httpx.post(f"{second.url}/api/v1/ingest", json=loss_doc(2, "r1", [1.0], 1e9 + 5))
+        held.set()
+        ready = poll(lambda: httpx.get(f"{second.url}/readyz").is_success)
+    assert (waiting.status_code, waiting.json()["error"]) == (
+        503,
+        "not ready: restoring detection state",
+    )
+    assert taken.status_code == 200 and ready

@@ -67,6 +67,16 @@ from ._base import (
     help="Mutual TLS: clients must present a certificate signed by this CA (PEM).",
 )
 @click.option(
+    "--checkpoint-interval",
+    "checkpoint_interval_s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Seconds between checkpoints of the detection state in the store (also taken at "
+    "shutdown): a restart replays only what came after the last one.",
+)
+@click.option(
     "--metrics-public",
     is_flag=True,
     help="Serve /metrics to scrapers without a token even with auth on "
@@ -102,6 +112,7 @@ def server(
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
+    checkpoint_interval_s: float,
     metrics_public: bool,
     retention: str | None,
     max_store_bytes: str | None,
@@ -123,6 +134,7 @@ def server(
             key=encryption_key,
             tls=tls,
             allowed_hosts=allowed_hosts,
+            checkpoint_interval_s=checkpoint_interval_s,
             metrics_public=metrics_public,
             retention=kept,
             disk_cap=cap,

@@ -24,6 +24,7 @@ from ._policies import (
     parse_policies,
 )
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
+from ._recovery import Recovery
 from ._registry import DETECTORS
 from ._replay import builtin_rules, replay, to_record
 from ._rule_files import RuleFiles
@@ -106,6 +107,7 @@ __all__ = [
     "Plateau",
     "RecordingError",
     "RecordingInfo",
+    "Recovery",
     "Rise",
     "ReloadOutcome",
     "RobustZ",

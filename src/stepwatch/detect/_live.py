@@ -15,15 +15,18 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event, SampleBatch, SeriesKey
+from ..store import Position
+from . import _live_state
 from ._engine import Alert, Engine
 from ._idle import IDLE_RUN_S, IdleRuns
 from ._lifecycle import AlertState
 from ._live_alert import LiveAlert
+from ._recovery import Recovery, adopt, continues, recorded_before
 from ._reorder import Reorder, SeriesOrder, merge
 from ._rule_files import RuleFiles
 from ._rules import RuleError, RuleSet, across_members
@@ -81,6 +84,22 @@ class _Command:
 
 
 _STOP = object()
+#: Batches committed together, and the store position after their commit.
+_Fed = tuple[list[SampleBatch], Position | None]
+#: How long a checkpoint waits for the detector thread to take its snapshot.
+SNAPSHOT_TIMEOUT_S = 600.0
+#: The detector's state as checkpointed: name -> (attribute, type it must have).
+_STATE: dict[str, tuple[str, type]] = {
+    "now": ("_now_engine", Engine),
+    "ordered": ("_ordered_engine", Engine),
+    "order": ("_order", SeriesOrder),
+    "reorder": ("_reorder", Reorder),
+    "open": ("_open", dict),
+    "adopted": ("_adopted", set),
+    "resolved": ("_resolved", RecentlyResolved),
+    "data_now": ("_data_now", float),
+    "rules": ("rules", RuleSet),
+}
 
 
 def _split(rules: RuleSet, detectors: Mapping[str, Callable[..., Any]]) -> tuple[RuleSet, RuleSet]:
@@ -103,11 +122,14 @@ class LiveDetector:
         max_queued_samples: beyond this many samples waiting, new batches skip detection
             (counted in ``stats.dropped`` and logged) rather than making ingest wait.
         watch_interval_s: how often the rule files' stat is polled (wall seconds).
-        stale: alerts a previous run of the collector left open; they are resolved at start,
-            as detector state starts afresh.
         idle_run_s: wall seconds without a sample after which a run that never finished
             loses its detection state; its alerts stay as the store holds them.
+
+    Its state survives restarts (``snapshot``, ``restore``, then ``recover`` before ``start``).
     """
+
+    #: The key of the detector's state in the store's checkpoint.
+    name = "detection"
 
     def __init__(
         self,
@@ -119,7 +141,6 @@ class LiveDetector:
         inhibitions: Sequence[Inhibition] = DEFAULT_INHIBITIONS,
         max_queued_samples: int = 2_000_000,
         watch_interval_s: float = 1.0,
-        stale: Iterable[LiveAlert] = (),
         idle_run_s: float = IDLE_RUN_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -130,7 +151,6 @@ class LiveDetector:
         self._max_queued = max_queued_samples
         self._watch_interval = watch_interval_s
         self._monotonic = monotonic
-        self._stale = list(stale)
         self.rules = rules.load()
         per_series, across = _split(self.rules, self._detectors)
         self._now_engine = Engine(per_series, self._detectors)
@@ -140,6 +160,7 @@ class LiveDetector:
         self._reorder = Reorder(lateness_s, max(lateness_s, 0.5), monotonic)
         self._idle = IdleRuns(idle_run_s, monotonic)
         self._open: dict[str, LiveAlert] = {}
+        self._adopted: set[str] = set()  # open alerts a previous life recorded, continued here
         self._resolved = RecentlyResolved(self._inhibitions)
         self._data_now = float("-inf")
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -148,15 +169,19 @@ class LiveDetector:
         self._subscribers: list[tuple[Subscriber, bool]] = []
         self._thread: threading.Thread | None = None
         self.stats = LiveStats()
+        self._restored = False
+        self._recovery: Recovery | None = None
+        self._replayed_to: Position | None = None
+        self._recorded: Callable[[str], LiveAlert | None] | None = None  # while replaying
+        self._position = Position()
+        self._ready = threading.Event()
+        #: The store position the last ``snapshot`` stands at: the last commit it had seen.
+        self.snapshot_position = Position()
 
     # ---- the collector's side -----------------------------------------------------------
 
     def start(self) -> LiveDetector:
-        """Resolve what a previous life left open, then start the thread."""
-        if self._stale:
-            now = self.silences.clock()
-            stale, self._stale = self._stale, []
-            self._publish([self._closed(a, now, "collector restarted") for a in stale])
+        """Start the thread; it first replays what ``recover`` named, then turns ``ready``."""
         self._thread = threading.Thread(target=self._run, name="stepwatch-detect", daemon=True)
         self._thread.start()
         return self
@@ -169,8 +194,14 @@ class LiveDetector:
         self._thread.join()
         self._thread = None
 
-    def feed(self, batches: Sequence[SampleBatch]) -> None:
-        """Queue committed batches; never blocks (over the limit they skip detection)."""
+    @property
+    def ready(self) -> bool:
+        """Running, and caught up with what a previous life left to replay."""
+        return self._ready.is_set()
+
+    def feed(self, batches: Sequence[SampleBatch], position: Position | None = None) -> None:
+        """Queue committed batches, and the store position after their commit; never blocks
+        (over the limit they skip detection)."""
         size = sum(len(b) for b in batches)
         with self._lock:
             if self._queued + size > self._max_queued and self._queued:
@@ -182,7 +213,7 @@ class LiveDetector:
         if dropped:
             log.warning("detection is behind: %d samples skipped detection", size)
             return
-        self._queue.put(list(batches))
+        self._queue.put((list(batches), position))
 
     @property
     def queued(self) -> int:
@@ -283,6 +314,40 @@ class LiveDetector:
         ]
         return sorted(rows, key=lambda r: (r["group"], r["rule"], sorted(r["labels"].items())))
 
+    def snapshot(self) -> bytes:
+        """The detector's state, taken between batches; ``snapshot_position`` says where."""
+        if self._thread is None:
+            return self._snapshot()
+        return bytes(self._call(self._snapshot, SNAPSHOT_TIMEOUT_S))
+
+    def _snapshot(self) -> bytes:
+        state = {name: getattr(self, attr) for name, (attr, _) in _STATE.items()}
+        blob = _live_state.dumps(state, self._env())
+        self.snapshot_position = self._position
+        return blob
+
+    def restore(self, state: bytes) -> None:
+        """Take back a snapshot before ``start``; ValueError, and nothing changed, for one it
+        cannot read. The rule files as they are then apply once the thread starts."""
+        if self._thread is not None:
+            raise RuntimeError("the live detector restores its state before it starts")
+        got = _live_state.loads(state, self._env())
+        if not all(isinstance(got.get(name), kind) for name, (_, kind) in _STATE.items()):
+            raise ValueError("the checkpoint of the live detector lacks part of its state")
+        for name, (attr, _) in _STATE.items():
+            setattr(self, attr, got[name])
+        self._resolved.rules = self._inhibitions
+        self._reorder.rebase()
+        self._restored = True
+
+    def recover(self, recovery: Recovery) -> None:
+        """Before ``start``: what to replay first, and the alerts the store holds."""
+        self._recovery = recovery
+
+    def _env(self) -> dict[str, object]:
+        """What the state refers to that belongs to this life, not to the state."""
+        return {"detectors": self._detectors, "monotonic": self._monotonic}
+
     def open_alerts(self) -> list[LiveAlert]:
         """The alerts firing now, as this detector knows them."""
         return list(self._call(lambda: list(self._open.values()), 30.0))
@@ -301,6 +366,8 @@ class LiveDetector:
     # ---- the detector thread ------------------------------------------------------------
 
     def _run(self) -> None:
+        self._guarded(self._recover)
+        self._ready.set()
         next_watch = self._monotonic() + self._watch_interval
         pending: Any = None
         while True:
@@ -316,8 +383,8 @@ class LiveDetector:
             if isinstance(item, _Command):
                 item.execute()
             elif item is not None:
-                batches, pending = self._drain(item)
-                self._guarded(self._ingest, batches)
+                batches, position, pending = self._drain(item)
+                self._guarded(self._ingest, batches, position)
             self._guarded(self._release)
             if self._monotonic() >= next_watch:
                 next_watch = self._monotonic() + self._watch_interval
@@ -333,24 +400,61 @@ class LiveDetector:
             self.stats.errors += 1
             log.exception("live detection failed on a step; carrying on")
 
-    def _drain(self, batches: list[SampleBatch]) -> tuple[list[SampleBatch], Any]:
+    def _drain(self, item: _Fed) -> tuple[list[SampleBatch], Position | None, Any]:
         """These batches and every other one already waiting, up to the first command (which
-        is returned, to run next): the engine's cost is mostly per series, so a backlog is
-        caught up in one call."""
+        is returned, to run next), and the position after the last: the engine's cost is
+        mostly per series, so a backlog is caught up in one call."""
+        batches, position = item
         while True:
             try:
                 following = self._queue.get_nowait()
             except queue.Empty:
-                return batches, None
-            if not isinstance(following, list):
-                return batches, following
-            batches += following
+                return batches, position, None
+            if not isinstance(following, tuple):
+                return batches, position, following
+            batches += following[0]
+            position = following[1] or position
 
-    def _ingest(self, batches: list[SampleBatch]) -> None:
+    def _ingest(self, batches: list[SampleBatch], position: Position | None) -> None:
         batch = merge(batches)
-        size = len(batch)
         with self._lock:
-            self._queued -= size
+            self._queued -= len(batch)
+        if position is not None:
+            if self._replayed_to is not None and position.within(self._replayed_to):
+                return  # the replay at start has seen these already
+            self._position = position
+        self._detect(batch)
+
+    def _recover(self) -> None:
+        """Replay what the store took since the checkpoint, telling only what is new."""
+        recovery, self._recovery = self._recovery, None
+        if recovery is None:
+            return
+        self._adopted |= adopt(self._open, recovery)
+        if self._restored and self._rules_changed():
+            self._reload()  # the rule files as they are now, over the state they left
+        self._recorded = recovery.recorded
+        began, samples = self._monotonic(), self.stats.samples
+        try:
+            for batch in recovery.batches:
+                self._detect(batch)
+                self._release()
+        finally:
+            self._recorded = None
+            self._position = self._replayed_to = recovery.end
+        took = self._monotonic() - began
+        replayed = self.stats.samples - samples
+        log.info("detection caught up: %d samples replayed in %.2f s", replayed, took)
+
+    def _rules_changed(self) -> bool:
+        """The rule files say otherwise than the rules the state was taken under."""
+        try:
+            return self._files.load() != self.rules
+        except RuleError:
+            return True  # the reload says what is wrong, and keeps the rules running
+
+    def _detect(self, batch: SampleBatch) -> None:
+        size = len(batch)
         self.stats.samples += size
         self._idle.heard(batch)
         self.stats.runs = len(self._idle)
@@ -415,6 +519,8 @@ class LiveDetector:
             if alert.state == AlertState.PENDING:
                 continue  # a condition that lapses before ``for`` leaves no transition to close it
             judged = self._judged(LiveAlert.of(alert))
+            if continues(judged, self._open, self._adopted):
+                continue  # the alert a previous life recorded goes on, under its own id
             self._track(judged)  # the next alert's inhibition sees this one
             out.append(judged)
         self._publish(out)
@@ -447,6 +553,7 @@ class LiveDetector:
             self._resolved.discard(alert.kind, alert.labels)
         else:
             self._open.pop(alert.id, None)
+            self._adopted.discard(alert.id)
             self._resolved.add(alert.kind, alert.labels, alert.ts)
 
     @staticmethod
@@ -455,11 +562,14 @@ class LiveDetector:
         return alert.but(state=AlertState.RESOLVED, ts=max(alert.ts, ts), reason=reason)
 
     def _publish(self, alerts: list[LiveAlert]) -> None:
-        """Record the transitions, keep the firing ones, tell the subscribers."""
-        if not alerts:
-            return
+        """Record the transitions, keep the firing ones, tell the subscribers (while replaying,
+        only of what the store does not hold yet)."""
         for alert in alerts:
             self._track(alert)
+        if (recorded := self._recorded) is not None:
+            alerts = [a for a in alerts if not recorded_before(a, recorded)]
+        if not alerts:
+            return
         self.stats.transitions += len(alerts)
         try:
             self._record([a.to_event() for a in alerts])

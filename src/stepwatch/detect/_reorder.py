@@ -254,6 +254,11 @@ class Reorder:
         self._late_forgotten += buffer.late
         return held
 
+    def rebase(self) -> None:
+        """Restored in another process, whose wall clock means nothing here: every run held
+        waits ``idle_s`` from now."""
+        self._touched = dict.fromkeys(self._touched, self._monotonic())
+
     @property
     def held(self) -> int:
         return sum(len(b) for b in self._runs.values())

@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from .._encryption import ENV_KEY_FILE, EncryptionError, resolve_key
 from .._tls import ServerTls
 from ..detect import RuleError
@@ -58,6 +59,12 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         help="a name the collector is reached by, besides its bind address and localhost",
     )
     parser.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=DEFAULT_CHECKPOINT_INTERVAL_S,
+        help="seconds between checkpoints of the detection state (and one at shutdown)",
+    )
+    parser.add_argument(
         "--metrics-public",
         action="store_true",
         help="serve /metrics without a token even with --auth (it names no run nor project)",
@@ -82,6 +89,7 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
             key=resolve_key(args.encryption_key_file, env),
             tls=ServerTls.of(args.tls_cert, args.tls_key, args.tls_client_ca),
             allowed_hosts=args.allowed_host,
+            checkpoint_interval_s=args.checkpoint_interval,
             metrics_public=args.metrics_public,
             retention=retention,
             disk_cap=disk_cap,

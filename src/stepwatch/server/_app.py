@@ -15,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
@@ -108,6 +109,7 @@ def create_app(
     lateness_s: float = 2.0,
     notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     metrics_public: bool = False,
     retention: Retention = DEFAULT_RETENTION,
     disk_cap: DiskCap | None = None,
@@ -129,6 +131,7 @@ def create_app(
         lateness_s: data time the rules comparing members wait for late samples.
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
+        checkpoint_interval_s: seconds between checkpoints of the collector's state.
         metrics_public: /metrics answers without a token (it names no run nor project).
         retention: how long raw samples, each tier and events are kept.
         disk_cap: how large the store may grow (default: what its file system has room for).
@@ -149,8 +152,9 @@ def create_app(
         clock=clock,
         playbooks=playbooks,
         project_of=scope.project_of,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
-    writer.on_commit.append(detection.live.feed)
+    writer.on_commit.append(detection.feed)
     upkeep = StoreUpkeep(
         store, detection.live.feed, retention, disk_cap, interval_s=upkeep_interval_s
     )
@@ -158,6 +162,9 @@ def create_app(
         notify, detection.live, detection.log.record, clock, scope.project_of,
         history=detection.log.audits_since,
     )  # fmt: skip
+    if notifications.notifier is not None:
+        detection.checkpoints.parts.append(notifications.notifier)
+    detection.restore()  # before the writer takes a batch
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -174,6 +181,7 @@ def create_app(
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last
             await run_in_threadpool(notifications.stop)  # send what detection said last
+            await run_in_threadpool(detection.checkpoints.stop)  # and keep where they stand
 
     app = FastAPI(
         title="stepwatch collector",
@@ -198,6 +206,7 @@ def create_app(
     app.state.readiness = readiness = Readiness(
         lambda: "the store is closed" if store.closed else None,
         lambda: None if writer.alive else "the store writer is not running",
+        lambda: None if detection.live.ready else "restoring detection state",
     )  # parts that restore state add their checks
     ingest = IngestStats()
     parts = Parts(

@@ -4,8 +4,9 @@ what a previous life of the collector left in the store."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S, CheckpointWorker, restore_parts
 from ..act import (
     ACTION_STATES,
     FINAL_STATES,
@@ -19,10 +20,11 @@ from ..detect import (
     AlertState,
     LiveAlert,
     LiveDetector,
+    Recovery,
     RuleFiles,
     SilenceBook,
 )
-from ..model import Run
+from ..model import Run, SampleBatch
 from ..store import ActionQuery, AlertRow, Store, every
 from ._alert_stream import AlertStreams
 from ._event_log import EventLog
@@ -66,8 +68,8 @@ def unfinished_actions(store: Store) -> list[Action]:
 
 class Detection:
     """Wires a ``LiveDetector`` to the store: records through ``EventLog``, silences, commands
-    and unfinished actions restored from the store's tables, firing alerts of a previous life
-    resolved at start, SSE streams fed.
+    and unfinished actions restored from the store's tables, state checkpointed and restored
+    (``restore``, before ``start``), SSE streams fed.
 
     Args:
         store: the collector's store.
@@ -77,6 +79,7 @@ class Detection:
         clock: wall time for silences and acks.
         playbooks: the remediations alerts and people may run (none by default).
         project_of: the project of a run (silences match an alert's ``project``).
+        checkpoint_interval_s: seconds between checkpoints of the detection state.
     """
 
     def __init__(
@@ -89,14 +92,14 @@ class Detection:
         clock: Callable[[], float],
         playbooks: Playbooks | None = None,
         project_of: Callable[[str | None], str | None] = lambda run: None,
+        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     ) -> None:
         self.store, self.clock = store, clock
         self.log = EventLog(store, writer)
         self.silences = SilenceBook(self.log.write, clock, project_of)
         self.silences.restore(store.current.silences(clock()))
-        stale = [a for a in open_alerts(store) if a.state == AlertState.FIRING]
         self.live = LiveDetector(
-            rules, self.log.record, silences=self.silences, lateness_s=lateness_s, stale=stale
+            rules, self.log.record, silences=self.silences, lateness_s=lateness_s
         )
         self.streams = AlertStreams()
         self.live.subscribe(self.streams.publish, muted=True)
@@ -110,9 +113,44 @@ class Detection:
         self.commands = CommandBook(clock)
         self.commands.restore(store.current.commands(live=True))
         self.policy = PolicyEngine(
-            lambda: self.live.rules.policies, self.commands, self.log.record, clock=clock
+            lambda: self.live.rules.policies,
+            self.commands,
+            self.log.record,
+            clock=clock,
+            history=self.log.audits_since,
         )
         self.live.subscribe(self.policy.on_alert, muted=True)  # muted ones end escalations
+        #: Checkpoints the detector (and whatever other parts are added before ``restore``).
+        self.checkpoints = CheckpointWorker(
+            store,
+            [self.live, self.policy],
+            position=lambda: self.live.snapshot_position,
+            barrier=lambda: self.log.write([]),  # the records the parts wrote are stored first
+            interval_s=checkpoint_interval_s,
+        )
+
+    def feed(self, batches: Sequence[SampleBatch]) -> None:
+        """The writer's commit hook: batches just committed, with the store's position."""
+        self.live.feed(batches, self.store.position())
+
+    def restore(self) -> None:
+        """Restore every part from the store's checkpoint and have the detector replay what
+        came since, before the writer takes new batches (nothing committed then is replayed)."""
+        checkpoint = self.store.load_checkpoint()
+        restored = restore_parts(self.checkpoints.parts, checkpoint)
+        end = self.store.position()
+        start = checkpoint.position if checkpoint and self.live.name in restored else end
+        if not start.within(end):
+            log.warning("the checkpoint is ahead of the store; detection starts from now")
+            start = end
+        replay = self.store.batches_since(start, end)
+        firing = [a for a in open_alerts(self.store) if a.state == AlertState.FIRING]
+        self.live.recover(Recovery(replay, end, self._stored_alert, firing))
+
+    def _stored_alert(self, alert_id: str) -> LiveAlert | None:
+        """The latest transition of an alert the store holds (its alert table's row)."""
+        row = self.store.current.alert(alert_id)
+        return None if row is None else live_alert(row)
 
     def finish_run(self, run: Run) -> None:
         """Resolve a finished run's alerts: those of its detectors (notified like any other
@@ -134,12 +172,15 @@ class Detection:
 
     def start(self) -> None:
         self.streams.open()
-        self.live.start()
         self.remediation.start()
         self.policy.start()
+        self.live.start()  # what it replays first reaches subscribers that run
+        self.checkpoints.start()
 
     def stop(self) -> None:
-        """End the streams, then let the detector finish what the writer handed it."""
+        """End the streams, then let the detector finish what the writer handed it (the
+        last checkpoint is taken after this, by ``checkpoints.stop``)."""
+        self.checkpoints.halt()
         self.remediation.stop()  # a playbook still running is cut short
         self.streams.close()
         self.live.stop()

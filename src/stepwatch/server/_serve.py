@@ -14,6 +14,7 @@ from types import TracebackType
 
 import uvicorn
 
+from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from .._encryption import EncryptionKey
 from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
@@ -90,6 +91,7 @@ class ServerThread:
         key: EncryptionKey | None = None,
         tls: ServerTls | None = None,
         allowed_hosts: Sequence[str] = (),
+        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
         metrics_public: bool = False,
         retention: Retention = DEFAULT_RETENTION,
         disk_cap: DiskCap | None = None,
@@ -97,6 +99,9 @@ class ServerThread:
     ) -> None:
         """``auth``: require tokens (None: whenever ``host`` is not a loopback address);
         ``metrics_public``: /metrics without a token."""
+        if not checkpoint_interval_s > 0:  # before anything opens
+            raise ValueError(f"the checkpoint interval must be above 0 s: {checkpoint_interval_s}")
+        self._checkpoint_interval_s = checkpoint_interval_s
         self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
         self._store_path = Path(store_path)
         self._key = key
@@ -169,6 +174,7 @@ class ServerThread:
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
+            checkpoint_interval_s=self._checkpoint_interval_s,
             metrics_public=self._metrics_public,
             retention=self._retention,
             disk_cap=self._disk_cap,
@@ -272,6 +278,7 @@ def serve(
     key: EncryptionKey | None = None,
     tls: ServerTls | None = None,
     allowed_hosts: Sequence[str] = (),
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
     metrics_public: bool = False,
     retention: Retention = DEFAULT_RETENTION,
     disk_cap: DiskCap | None = None,
@@ -296,6 +303,7 @@ def serve(
         tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
         allowed_hosts: names the collector is reached by, besides its bind address and
             localhost (a request under another Host name is refused: DNS rebinding).
+        checkpoint_interval_s: seconds between checkpoints of the detection state.
         metrics_public: /metrics answers without a token even with auth on (its figures name
             no run nor project).
         retention: how long raw samples, each rollup tier and ingested events are kept.
@@ -315,6 +323,7 @@ def serve(
         key=key,
         tls=tls,
         allowed_hosts=allowed_hosts,
+        checkpoint_interval_s=checkpoint_interval_s,
         metrics_public=metrics_public,
         retention=retention,
         disk_cap=disk_cap,

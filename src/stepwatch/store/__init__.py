@@ -4,6 +4,7 @@ from ._alert_state import OPEN_STATES, AlertQuery, AlertRow, AlertStates
 from ._audit_log import AuditQuery
 from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
+from ._checkpoints import Checkpoint, Position
 from ._errors import StoreError
 from ._paging import Page, every
 from ._plan import Kept
@@ -24,12 +25,14 @@ __all__ = [
     "AlertStates",
     "AuditQuery",
     "ChainCheck",
+    "Checkpoint",
     "CurrentState",
     "DiskCap",
     "Head",
     "Kept",
     "LabelMatch",
     "Page",
+    "Position",
     "Pruned",
     "Retention",
     "SeriesInfo",

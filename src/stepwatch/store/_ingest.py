@@ -33,7 +33,9 @@ SERIES_SCHEMA = pa.schema(
     + [(c, pa.string()) for c in ("name", "run", "node", "rank", "gpu", "labels")]
 )
 EVENTS_SCHEMA = pa.schema(
-    [("ts", pa.float64())] + [(c, pa.string()) for c in ("kind", "text", "run", "labels", "data")]
+    [("ts", pa.float64())]
+    + [(c, pa.string()) for c in ("kind", "text", "run", "labels", "data")]
+    + [("eid", pa.int64())]
 )
 
 
@@ -49,6 +51,7 @@ class Prepared:
     records: pa.Table
     seqs: dict[str, int]
     next_rid: int
+    next_eid: int
     head: Head
 
 
@@ -123,12 +126,15 @@ def prepare(
     catalogue: Catalogue,
     last_seq: Mapping[str, int],
     rid: int,
+    eid: int,
     head: Head,
 ) -> Prepared:
     """Check every batch and build the tables to append; raises before anything is written.
 
     Ingested events go to ``events``, the collector's (a ``RecordBatch``) to ``records``,
     chained after ``head`` in the order of ``batches``: the writer thread's commit order.
+    Ingested events are numbered from ``eid`` on, as samples are from ``rid``: a checkpoint of
+    the collector's state names where in both it stands.
     """
     for batch in batches:
         _check(batch)
@@ -136,7 +142,8 @@ def prepare(
     chosen = [b for b, ok in zip(batches, accepted, strict=True) if ok]
     new_series = catalogue.register(k for b in chosen for k in b.keys)
     samples = _samples(chosen, ChainMap(new_series.ids, catalogue.ids), rid)
-    ingested = [event_row(e) for b in chosen if not isinstance(b, RecordBatch) for e in b.events]
+    produced = [e for b in chosen if not isinstance(b, RecordBatch) for e in b.events]
+    ingested = [(*event_row(e), eid + i) for i, e in enumerate(produced)]
     records, head = chain(
         [event_row(e) for b in chosen if isinstance(b, RecordBatch) for e in b.events], head
     )
@@ -149,5 +156,6 @@ def prepare(
         records,
         seqs,
         rid + samples.num_rows,
+        eid + len(ingested),
         head,
     )

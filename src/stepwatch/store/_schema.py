@@ -83,10 +83,23 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
 
 def _v3(con: duckdb.DuckDBPyConnection) -> None:
     """The current state of alerts, silences, commands and actions as tables, kept by each
-    records write; an older file's are folded from all its records once, here."""
+    records write (an older file's are folded from all its records once, here); ingested
+    events numbered (``eid``, in the order they were stored); the checkpoints of the
+    collector's state."""
     for statement in _state.DDL:
         con.execute(statement)
     _state.rebuild(con)
+    con.execute("ALTER TABLE events ADD COLUMN eid BIGINT")
+    con.execute(
+        "UPDATE events SET eid = n.eid FROM (SELECT rowid AS r, "
+        "row_number() OVER (ORDER BY rowid) - 1 AS eid FROM events) n WHERE events.rowid = n.r"
+    )
+    con.execute("ALTER TABLE events ALTER COLUMN eid SET NOT NULL")
+    con.execute(
+        """CREATE TABLE checkpoints (
+        name VARCHAR PRIMARY KEY, version VARCHAR NOT NULL, blob BLOB NOT NULL,
+        rid BIGINT NOT NULL, eid BIGINT NOT NULL)"""
+    )
 
 
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.

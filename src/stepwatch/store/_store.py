@@ -6,7 +6,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,9 +14,11 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from .. import __version__
 from .._encryption import EncryptionKey
 from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
 from . import (
+    _checkpoints,
     _compact,
     _encryption,
     _logs,
@@ -31,6 +33,7 @@ from . import (
     _tokens,
 )
 from ._catalogue import Catalogue, LabelMatch, SeriesInfo
+from ._checkpoints import Checkpoint, Position
 from ._connect import connect
 from ._errors import StoreError
 from ._ingest import Prepared, prepare
@@ -107,6 +110,9 @@ class Store:
             "FROM meta WHERE key = 'watermark'"
         ).fetchall()
         self._watermark, self._next_rid = int(watermark), max(int(watermark), int(after_last))
+        saved = _checkpoints.load(cur)  # retention may have deleted every event since
+        ((next_eid,),) = cur.execute("SELECT coalesce(max(eid) + 1, 0) FROM events").fetchall()
+        self._next_eid = max(int(next_eid), saved.position.eid if saved else 0)
         self._head = _records.load_head(cur)
         self._newest = _prune.read_newest(cur)
         self._cut_at: dict[str, tuple[float, int]] = {}  # where each table was last cut
@@ -181,12 +187,15 @@ class Store:
         that is not a ``RecordBatch`` claims a source or an event kind of the collector's.
         """
         with self._lock:
-            prep = prepare(batches, self._cat, self._seqs, self._next_rid, self._head)
+            prep = prepare(
+                batches, self._cat, self._seqs, self._next_rid, self._next_eid, self._head
+            )
             if any(prep.accepted):
                 with self._txn() as cur:
                     _write(cur, prep)
                 self._cat.add(prep.new_series)
                 self._next_rid = prep.next_rid
+                self._next_eid = prep.next_eid
                 self._seqs.update(prep.seqs)
                 self._head = prep.head
                 newest = min(_prune.newest_ingested(batches, prep.accepted), self._clock())
@@ -194,6 +203,31 @@ class Store:
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
+
+    def position(self) -> Position:
+        """Where the store stands now: what a checkpoint taken of the data so far names."""
+        with self._lock:
+            return Position(self._next_rid, self._next_eid)
+
+    def save_checkpoint(self, parts: Mapping[str, bytes], position: Position) -> None:
+        """Replace the checkpoint with these parts' snapshots, in one transaction."""
+        with self._lock, self._txn() as cur:
+            _checkpoints.save(cur, parts, position, __version__)
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The last checkpoint saved, or None."""
+        with self._txn() as cur:
+            return _checkpoints.load(cur)
+
+    def batches_since(self, start: Position, end: Position | None = None) -> Iterator[SampleBatch]:
+        """What the store took from ``start`` up to ``end`` (now by default), in the order it
+        took it, in chunks: samples in rid order (keys from the catalogue), then ingested
+        events in eid order. One read transaction throughout."""
+        end = end or self.position()
+        cat = self._cat
+        with self._txn() as cur:
+            yield from _checkpoints.samples_since(cur, cat, start.rid, end.rid)
+            yield from _checkpoints.events_since(cur, start.eid, end.eid)
 
     def claim_source(self, source: str, owner: str) -> str:
         """Bind ``source`` to ``owner`` unless it is bound already; the owner it is bound to."""
