@@ -90,7 +90,7 @@ def test_preparing_a_commit_costs_the_same_with_a_hundred_times_the_series() -> 
         series = np.arange(len(keys), dtype=np.uint32)
         sent = [batch(keys, series, np.full(len(keys), T0), np.ones(len(keys)))]
         peak[size] = _peak_bytes(
-            lambda cat=cat, sent=sent: prepare(sent, cat, {}, 0, Head(0, GENESIS))
+            lambda cat=cat, sent=sent: prepare(sent, cat, {}, 0, 0, Head(0, GENESIS))
         )
     assert peak[LARGE] <= 1.5 * peak[SMALL]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from stepwatch.model import NO_STEP, Event, RecordBatch, SeriesKey
-from stepwatch.store import Checkpoint, Position, Store, _checkpoints
+from stepwatch.store import Checkpoint, Position, Retention, Store, _checkpoints
 
 from .conftest import T0, batch
 
@@ -74,8 +74,8 @@ def test_a_checkpoint_is_replaced_whole(store_path: Path) -> None:
 
 def test_event_numbers_never_go_back_after_retention(store_path: Path, clock) -> None:
     with Store(store_path, clock=clock) as store:
-        store.apply([batch([], [], [], [], events=[_log("old", T0 - 1e6)])])
+        store.apply([batch([LOSS], [0], [T0], [1.0], events=[_log("old", T0 - 1e6)])])
         store.save_checkpoint({"detection": b"x"}, store.position())
-        assert store.retain(1000.0) == 0  # the only event goes
+        assert store.retain(Retention.parse("events=1d")).events == 1  # the only event goes
     with Store(store_path, clock=clock) as store:
-        assert store.position() == Position(0, 1)
+        assert store.position() == Position(1, 1)

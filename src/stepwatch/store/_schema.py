@@ -88,18 +88,22 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     collector's state."""
     for statement in _state.DDL:
         con.execute(statement)
-    _state.rebuild(con)
-    con.execute("ALTER TABLE events ADD COLUMN eid BIGINT")
-    con.execute(
-        "UPDATE events SET eid = n.eid FROM (SELECT rowid AS r, "
-        "row_number() OVER (ORDER BY rowid) - 1 AS eid FROM events) n WHERE events.rowid = n.r"
-    )
-    con.execute("ALTER TABLE events ALTER COLUMN eid SET NOT NULL")
     con.execute(
         """CREATE TABLE checkpoints (
         name VARCHAR PRIMARY KEY, version VARCHAR NOT NULL, blob BLOB NOT NULL,
         rid BIGINT NOT NULL, eid BIGINT NOT NULL)"""
     )
+    _state.rebuild(con)
+    con.execute(  # a table of its own: DuckDB takes no update and new index in one transaction
+        """CREATE TABLE events_v3 (
+        ts DOUBLE NOT NULL, kind VARCHAR NOT NULL, text VARCHAR NOT NULL, run VARCHAR,
+        labels VARCHAR NOT NULL, data VARCHAR NOT NULL, eid BIGINT NOT NULL)"""
+    )
+    con.execute(
+        "INSERT INTO events_v3 SELECT *, row_number() OVER (ORDER BY rowid) - 1 FROM events"
+    )
+    con.execute("DROP TABLE events")
+    con.execute("ALTER TABLE events_v3 RENAME TO events")
 
 
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
