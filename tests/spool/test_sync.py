@@ -67,6 +67,19 @@ def test_offline_spool_round_trips_through_sync(server: Any, tmp_path: Path) -> 
     assert live["status"] == "running"
 
 
+def test_shipping_a_spool_never_sets_an_ended_run_back_to_running(
+    server: Any, tmp_path: Path
+) -> None:
+    write_offline_run(tmp_path, "r-ended", sources=1, batches=2, status="running")
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        client.post("/api/v1/runs", json={"id": "r-ended", "project": "offline"}).raise_for_status()
+        ended = {"status": "failed", "end": 1.8e9}
+        client.post("/api/v1/runs/r-ended/finish", json=ended).raise_for_status()
+        assert sync(tmp_path, server.url).batches == 2  # its writer died: run.json says running
+        run = client.get("/api/v1/runs/r-ended").json()
+    assert (run["status"], run["end"]) == ("failed", 1.8e9)
+
+
 def test_a_node_spool_outside_any_run_is_synced_without_a_run(server: Any, tmp_path: Path) -> None:
     with Spool(tmp_path / NODE_SPOOL / "agent-n0") as spool:
         key = ("host.cpu_pct", {"node": "n0"})

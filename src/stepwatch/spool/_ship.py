@@ -132,9 +132,15 @@ def _post_record(client: HttpClient, path: str, body: dict[str, Any], what: str)
         log.error("%s rejected by the collector (%s)", what, refusal)
 
 
-def create_run(client: HttpClient, run: Run) -> None:
-    """Create or update the run on the collector."""
-    _post_record(client, RUNS_PATH, run_payload(run), f"run {run.id!r}")
+def create_run(client: HttpClient, run: Run, *, live: bool = True) -> None:
+    """Create or update the run on the collector. A spool shipped after its writer is gone
+    (not ``live``) says no status: its run file says "running" for a killed writer, and a run
+    the collector knows has ended must not start running again (``finish_run`` says how it
+    ended, when the run file knows)."""
+    payload = run_payload(run)
+    if not live:
+        payload.pop("status", None)
+    _post_record(client, RUNS_PATH, payload, f"run {run.id!r}")
 
 
 def finish_run(client: HttpClient, run: Run) -> None:

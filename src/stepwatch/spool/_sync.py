@@ -163,7 +163,7 @@ def ship_run(
         spools, busy = _claim(run_dir, sealer, stack)
         if busy and not spools:  # its writers are alive: they ship it themselves
             return 0, busy
-        created = run is None or retry(partial(create_run, client, run))
+        created = run is None or retry(partial(create_run, client, run, live=False))
         unsent = 0
         for spool in spools:
             if created:
