@@ -154,7 +154,8 @@ def test_a_revoked_token_brings_the_form_back(
         board.open("alerts", run=RUN)
     expect(page.locator("[data-signin]")).to_be_visible()
     expect(page.locator("#view")).to_be_empty()
-    asked = {"/api/v1/runs/summary", "/api/v1/alerts", "/openapi.json", "/api/v1/stream"}
+    asked = {"/api/v1/runs/summary", "/api/v1/alerts", "/api/v1/alerts/stream", "/openapi.json"}
+    asked.add("/api/v1/stream")
     assert _refused(page_errors) <= asked
 
 
