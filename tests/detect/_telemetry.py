@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from stepwatch.detect import Alert, Engine, RuleSet
-from stepwatch.detect._live import _split
+from stepwatch.detect._engines import _split
 from stepwatch.detect._registry import DETECTORS
 from stepwatch.detect._reorder import Reorder, SeriesOrder, merge
 from stepwatch.model import NO_STEP, SampleBatch, SeriesKey

@@ -97,10 +97,10 @@ def _live_held(live: LiveDetector) -> set[str | None]:
 
 
 def _state_runs(live: LiveDetector) -> set[str | None]:
-    runs = _held(live._now_engine) | _held(live._ordered_engine)
+    runs = _held(live._engines.now) | _held(live._engines.ordered)
     runs |= {key.label("run") for key in (*live._order._last, *live._order._ids)}
     runs |= set(live._reorder._runs) | set(live._reorder._touched) | set(live._idle._heard)
-    runs |= {a.labels.get("run") for a in live._open.values()}
+    runs |= {a.labels.get("run") for a in live._alerts.open.values()}
     return runs
 
 

@@ -15,23 +15,26 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Event, SampleBatch, SeriesKey
+from ..model import Event, SampleBatch
 from ..store import Position
 from . import _live_state
 from ._engine import Alert, Engine
+from ._engines import Engines
 from ._idle import IDLE_RUN_S, IdleRuns
 from ._lifecycle import AlertState
 from ._live_alert import LiveAlert
-from ._recovery import Recovery, adopt, continues, recorded_before
+from ._open_alerts import OpenAlerts, closed
+from ._recovery import Recovery, recorded_before
 from ._reorder import Reorder, SeriesOrder, merge
 from ._rule_files import RuleFiles
-from ._rules import RuleError, RuleSet, across_members
+from ._rules import RuleError, RuleSet
 from ._silence_book import SilenceBook
-from ._silences import DEFAULT_INHIBITIONS, Inhibition, RecentlyResolved, inhibited
+from ._silences import DEFAULT_INHIBITIONS, Inhibition
+from ._subscribers import Subscriber, Subscribers
 
 __all__ = ["LiveDetector", "LiveStats", "ReloadOutcome"]
 
@@ -41,7 +44,6 @@ RULES_ERROR_EVENT = "rules_error"
 RULES_LOADED_EVENT = "rules_loaded"
 
 Record = Callable[[Sequence[Event]], None]
-Subscriber = Callable[[LiveAlert], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,24 +92,13 @@ _Fed = tuple[list[SampleBatch], Position | None]
 SNAPSHOT_TIMEOUT_S = 600.0
 #: The detector's state as checkpointed: name -> (attribute, type it must have).
 _STATE: dict[str, tuple[str, type]] = {
-    "now": ("_now_engine", Engine),
-    "ordered": ("_ordered_engine", Engine),
+    "engines": ("_engines", Engines),
     "order": ("_order", SeriesOrder),
     "reorder": ("_reorder", Reorder),
-    "open": ("_open", dict),
-    "adopted": ("_adopted", set),
-    "resolved": ("_resolved", RecentlyResolved),
+    "alerts": ("_alerts", OpenAlerts),
     "data_now": ("_data_now", float),
     "rules": ("rules", RuleSet),
 }
-
-
-def _split(rules: RuleSet, detectors: Mapping[str, Callable[..., Any]]) -> tuple[RuleSet, RuleSet]:
-    """Rules reading one series at a time, and rules comparing members (they need time order)."""
-    across = [
-        r for r in rules.rules if r.detector is not None and across_members(detectors[r.detector])
-    ]
-    return RuleSet(tuple(r for r in rules.rules if r not in across)), RuleSet(tuple(across))
 
 
 class LiveDetector:
@@ -147,26 +138,21 @@ class LiveDetector:
         self._files, self._record = rules, record
         self._detectors = rules.detectors
         self.silences = silences or SilenceBook()
-        self._inhibitions = tuple(inhibitions)
         self._max_queued = max_queued_samples
         self._watch_interval = watch_interval_s
         self._monotonic = monotonic
         self.rules = rules.load()
-        per_series, across = _split(self.rules, self._detectors)
-        self._now_engine = Engine(per_series, self._detectors)
-        self._ordered_engine = Engine(across, self._detectors)
-        self._wanted = self._wanted_names(across)
+        self._engines = Engines(self.rules, self._detectors)
         self._order = SeriesOrder()
         self._reorder = Reorder(lateness_s, max(lateness_s, 0.5), monotonic)
         self._idle = IdleRuns(idle_run_s, monotonic)
-        self._open: dict[str, LiveAlert] = {}
-        self._adopted: set[str] = set()  # open alerts a previous life recorded, continued here
-        self._resolved = RecentlyResolved(self._inhibitions)
+        self._inhibitions = tuple(inhibitions)
+        self._alerts = OpenAlerts(self._inhibitions)
         self._data_now = float("-inf")
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._queued = 0
         self._lock = threading.Lock()
-        self._subscribers: list[tuple[Subscriber, bool]] = []
+        self._subscribers = Subscribers()
         self._thread: threading.Thread | None = None
         self.stats = LiveStats()
         self._restored = False
@@ -230,21 +216,12 @@ class LiveDetector:
     def firing(self) -> list[LiveAlert]:
         """The alerts firing now, read from any thread without waiting on the detector thread
         (a copy: ``dict.copy`` is one step under the GIL), for figures that must not block."""
-        return list(self._open.copy().values())
+        return list(self._alerts.open.copy().values())
 
     def subscribe(self, callback: Subscriber, *, muted: bool = False) -> Callable[[], None]:
         """Call ``callback`` (on the detector thread) with each transition that is not
         silenced or inhibited, or with every one when ``muted``; returns the unsubscribe."""
-        entry = (callback, muted)
-        with self._lock:
-            self._subscribers.append(entry)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if entry in self._subscribers:
-                    self._subscribers.remove(entry)
-
-        return unsubscribe
+        return self._subscribers.add(callback, muted=muted)
 
     def reload(self, timeout: float | None = 30.0) -> ReloadOutcome:
         """Re-read the rule files now (they are also watched); the old rules stay on error."""
@@ -264,8 +241,7 @@ class LiveDetector:
     def _finish_run(self, run: str, ts: float) -> list[LiveAlert]:
         self._release(force=True)  # the run's last samples may still change its alerts
         self._forget(run)
-        ended = [self._closed(a, ts, "run finished") for a in self._open.values()]
-        ended = [a for a in ended if a.labels.get("run") == run]
+        ended = [closed(a, ts, "run finished") for a in self._alerts.of_run(run)]
         self._publish(ended)
         return ended
 
@@ -273,9 +249,8 @@ class LiveDetector:
         """Drop all detection state of a run, after judging the samples it still held."""
         held = self._reorder.forget(run)
         if held is not None:
-            self._emit(self._process(self._ordered_engine, held))
-        for engine in (self._now_engine, self._ordered_engine):
-            engine.forget_run(run)
+            self._emit(self._process(self._engines.ordered, held))
+        self._engines.forget_run(run)
         self._order.forget_run(run)
         self._idle.forget(run)
         self.stats.runs = len(self._idle)
@@ -285,7 +260,7 @@ class LiveDetector:
         stay open in the store (a finish that comes later still resolves them)."""
         for run in self._idle.idle():
             self._forget(run)
-            self._open = {i: a for i, a in self._open.items() if a.labels.get("run") != run}
+            self._alerts.drop_run(run)
             log.info(
                 "run %s sent nothing for %.0f s: its detection state is dropped",
                 run,
@@ -295,24 +270,7 @@ class LiveDetector:
     def warming_up(self, timeout: float | None = 30.0) -> list[dict[str, Any]]:
         """The rules that cannot judge an entity yet, and how far their baseline is: an alert
         that cannot fire yet should not pass for a run with nothing wrong."""
-        return list(self._call(self._warming_up, timeout))
-
-    def _warming_up(self) -> list[dict[str, Any]]:
-        found = self._now_engine.warming_up() + self._ordered_engine.warming_up()
-        rows = [
-            {
-                "group": rule.group,
-                "rule": rule.alert,
-                "kind": rule.kind,
-                "labels": labels,
-                "seen": w.seen,
-                "needed": w.needed,
-                "unit": w.unit,
-                "text": w.text(),
-            }
-            for rule, labels, w in found
-        ]
-        return sorted(rows, key=lambda r: (r["group"], r["rule"], sorted(r["labels"].items())))
+        return list(self._call(self._engines.warming_up, timeout))
 
     def snapshot(self) -> bytes:
         """The detector's state, taken between batches; ``snapshot_position`` says where."""
@@ -336,7 +294,7 @@ class LiveDetector:
             raise ValueError("the checkpoint of the live detector lacks part of its state")
         for name, (attr, _) in _STATE.items():
             setattr(self, attr, got[name])
-        self._resolved.rules = self._inhibitions
+        self._alerts.rebind(self._inhibitions)
         self._reorder.rebase()
         self._restored = True
 
@@ -350,7 +308,7 @@ class LiveDetector:
 
     def open_alerts(self) -> list[LiveAlert]:
         """The alerts firing now, as this detector knows them."""
-        return list(self._call(lambda: list(self._open.values()), 30.0))
+        return list(self._call(lambda: list(self._alerts.open.values()), 30.0))
 
     def _call(self, fn: Callable[[], Any], timeout: float | None) -> Any:
         if self._thread is None:
@@ -430,7 +388,7 @@ class LiveDetector:
         recovery, self._recovery = self._recovery, None
         if recovery is None:
             return
-        self._adopted |= adopt(self._open, recovery)
+        self._alerts.adopt(recovery)
         if self._restored and self._rules_changed():
             self._reload()  # the rule files as they are now, over the state they left
         self._recorded = recovery.recorded
@@ -460,15 +418,15 @@ class LiveDetector:
         self.stats.runs = len(self._idle)
         if size:
             self._data_now = max(self._data_now, float(batch.ts.max()))
-        alerts = self._process(self._now_engine, self._order(batch))
-        self._reorder.add(batch, self._wanted)
+        alerts = self._process(self._engines.now, self._order(batch))
+        self._reorder.add(batch, self._engines.wanted)
         self.stats.late = self._order.late + self._reorder.late
         self._emit(alerts)
 
     def _release(self, force: bool = False) -> None:
         alerts: list[Alert] = []
         for batch in self._reorder.release(force):
-            alerts += self._process(self._ordered_engine, batch)
+            alerts += self._process(self._engines.ordered, batch)
         self._emit(alerts)
 
     def _process(self, engine: Engine, batch: SampleBatch) -> list[Alert]:
@@ -479,10 +437,6 @@ class LiveDetector:
             log.exception("detection failed on a batch of %d samples; skipped", len(batch))
             return []
 
-    def _wanted_names(self, across: RuleSet) -> Callable[[SeriesKey], bool]:
-        names = {n for r in across.rules for n in (*r.signal.metrics, r.signal.divide_by) if n}
-        return lambda key: key.name in names
-
     # ---- rules --------------------------------------------------------------------------
 
     def _reload(self) -> ReloadOutcome:
@@ -492,16 +446,13 @@ class LiveDetector:
             log.error("rule files not reloaded, the previous rules keep running: %s", exc)
             self._record([Event(self.silences.clock(), RULES_ERROR_EVENT, str(exc), {}, {})])
             return ReloadOutcome(len(self.rules), len(self.rules), str(exc))
-        per_series, across = _split(rules, self._detectors)
-        dropped = self._now_engine.reload(per_series) | self._ordered_engine.reload(across)
-        self._wanted = self._wanted_names(across)
-        engines = (self._now_engine, self._ordered_engine)
+        dropped = self._engines.reload(rules)
         ended = [  # an alert another rule still holds firing stays open, in its name
             a
-            for a in self._open.values()
-            if a.rule_key in dropped and not any(e.firing(a.kind, a.labels) for e in engines)
+            for a in self._alerts.open.values()
+            if a.rule_key in dropped and not self._engines.firing(a.kind, a.labels)
         ]
-        self._publish([self._closed(a, self._data_now, "rule changed") for a in ended])
+        self._publish([closed(a, self._data_now, "rule changed") for a in ended])
         before = {r.key for r in self.rules.rules}
         kept = sum(1 for r in rules.rules if r.key in before and r.key not in dropped)
         data = {"rules": len(rules), "kept": kept}
@@ -518,54 +469,18 @@ class LiveDetector:
         for alert in sorted(alerts, key=lambda a: a.ts):
             if alert.state == AlertState.PENDING:
                 continue  # a condition that lapses before ``for`` leaves no transition to close it
-            judged = self._judged(LiveAlert.of(alert))
-            if continues(judged, self._open, self._adopted):
+            judged = self._alerts.judged(LiveAlert.of(alert), self.silences.mutes)
+            if self._alerts.continues(judged):
                 continue  # the alert a previous life recorded goes on, under its own id
-            self._track(judged)  # the next alert's inhibition sees this one
+            self._alerts.track(judged)  # the next alert's inhibition sees this one
             out.append(judged)
         self._publish(out)
-
-    def _judged(self, alert: LiveAlert) -> LiveAlert:
-        """Set the mute flags: silences at wall time now, inhibition by what fires now."""
-        silenced = self.silences.mutes(alert.match_labels)
-        if alert.state == AlertState.FIRING:
-            firing = [(a.kind, a.labels) for a in self._open.values() if a.id != alert.id]
-            recent = self._resolved.at(alert.ts)
-            muted = inhibited(alert.kind, alert.labels, firing, self._inhibitions, recent, alert.ts)
-            return alert.but(silenced=silenced, inhibited=muted)
-        before = self._open.get(alert.id) or self._opened_for(alert)
-        if before is None:
-            return alert.but(silenced=silenced)
-        return before.but(  # the alert that opened it closes, whichever rule said so last
-            state=alert.state, ts=alert.ts, value=alert.value, silenced=silenced or before.silenced
-        )
-
-    def _opened_for(self, alert: LiveAlert) -> LiveAlert | None:
-        """The open alert of the same kind and entity (several rules may speak for one)."""
-        for candidate in self._open.values():
-            if candidate.kind == alert.kind and candidate.labels == alert.labels:
-                return candidate
-        return None
-
-    def _track(self, alert: LiveAlert) -> None:
-        if alert.state == AlertState.FIRING:
-            self._open[alert.id] = alert
-            self._resolved.discard(alert.kind, alert.labels)
-        else:
-            self._open.pop(alert.id, None)
-            self._adopted.discard(alert.id)
-            self._resolved.add(alert.kind, alert.labels, alert.ts)
-
-    @staticmethod
-    def _closed(alert: LiveAlert, ts: float, reason: str) -> LiveAlert:
-        """A firing alert whose rule can no longer resolve it, resolved by us."""
-        return alert.but(state=AlertState.RESOLVED, ts=max(alert.ts, ts), reason=reason)
 
     def _publish(self, alerts: list[LiveAlert]) -> None:
         """Record the transitions, keep the firing ones, tell the subscribers (while replaying,
         only of what the store does not hold yet)."""
         for alert in alerts:
-            self._track(alert)
+            self._alerts.track(alert)
         if (recorded := self._recorded) is not None:
             alerts = [a for a in alerts if not recorded_before(a, recorded)]
         if not alerts:
@@ -575,12 +490,4 @@ class LiveDetector:
             self._record([a.to_event() for a in alerts])
         except Exception:
             log.exception("could not record %d alert transitions", len(alerts))
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for alert in alerts:
-            for callback, wants_muted in subscribers:
-                if wants_muted or not alert.muted:
-                    try:
-                        callback(alert)
-                    except Exception:
-                        log.exception("an alert subscriber failed")
+        self._subscribers.tell(alerts)
