@@ -75,7 +75,7 @@ def main() -> None:
         old = time.time() - (args.days - 0.5) * DAY
         before_ms, used = _query_ms(store, old), store.disk_bytes()
         chunks = _Chunks()
-        done = store.retain(POLICY, stop=chunks)
+        done = store.retention.retain(POLICY, stop=chunks)
         chunks()  # the end of the last chunk
         spent = chunks.marks[-1] - chunks.marks[0]
         print(
@@ -86,7 +86,7 @@ def main() -> None:
         idle = []
         for _ in range(5):
             t0 = time.perf_counter()
-            store.retain(POLICY)
+            store.retention.retain(POLICY)
             idle.append(time.perf_counter() - t0)
         print(f"a pass with nothing due: {1e3 * statistics.median(idle):.1f} ms (median of 5)")
         t0 = time.perf_counter()

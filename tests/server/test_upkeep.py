@@ -129,7 +129,9 @@ def test_near_its_cap_the_store_sheds_the_oldest_raw_data_instead_of_failing_ing
             return bool(fed[-1].value[0] < SHED_AT)
 
         _until(under_the_cap, timeout_s=120)
-        assert store.kept().raw > -math.inf  # the raw horizon moved: the oldest samples went
+        assert (
+            store.retention.kept().raw > -math.inf
+        )  # the raw horizon moved: the oldest samples went
         assert 0 < store.stats()["samples"] < samples
         assert store.disk_bytes() < used
         assert len(store.latest()) == 20  # the coarse tier still holds every series

@@ -98,13 +98,13 @@ def test_a_failure_inside_the_transaction_rolls_everything_back(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.apply([batch([LOSS], [0], [T0], [1.0], seq=1)])
-    real_write = _store._write
+    real_write = _store.write
 
     def write_then_fail(cur: object, prep: object) -> None:
         real_write(cur, prep)  # type: ignore[arg-type]
         raise OSError("disk full")
 
-    monkeypatch.setattr(_store, "_write", write_then_fail)
+    monkeypatch.setattr(_store, "write", write_then_fail)
     with pytest.raises(OSError, match="disk full"):
         store.apply([batch([LOSS, TEMP], [0, 1], [T0 + 1, T0 + 1], [2.0, 3.0], seq=2)])
     monkeypatch.undo()

@@ -76,6 +76,8 @@ def test_event_numbers_never_go_back_after_retention(store_path: Path, clock) ->
     with Store(store_path, clock=clock) as store:
         store.apply([batch([LOSS], [0], [T0], [1.0], events=[_log("old", T0 - 1e6)])])
         store.save_checkpoint({"detection": b"x"}, store.position())
-        assert store.retain(Retention.parse("events=1d")).events == 1  # the only event goes
+        assert (
+            store.retention.retain(Retention.parse("events=1d")).events == 1
+        )  # the only event goes
     with Store(store_path, clock=clock) as store:
         assert store.position() == Position(1, 1)

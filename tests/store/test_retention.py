@@ -73,7 +73,7 @@ def test_retention_deletes_only_what_is_past_its_age_and_rolled_up(
     newest = data["ts"].max()  # ages count back from the newest sample
     cut = POLICY.cutoffs(newest)
     assert cut.raw == math.floor((newest - 2 * DAY) / 300) * 300  # on a 300 s boundary
-    done = store.retain(POLICY)
+    done = store.retention.retain(POLICY)
     assert done.samples > 0 and done.tier_rows > 0 and done.events == 5
     for sid in range(len(KEYS)):
         kept = store.raw(sid)["ts"]
@@ -82,14 +82,16 @@ def test_retention_deletes_only_what_is_past_its_age_and_rolled_up(
         rest = (data["series"] == sid) & (data["ts"] >= cut.raw)
         assert kept[kept >= cut.raw].tolist() == data["ts"][rest].tolist()  # all of the rest
     assert [e.ts for e in store.events()] == [T0 + d * DAY for d in (5, 6, 7)]
-    assert store.kept() == cut
+    assert store.retention.kept() == cut
     store.compact()  # the late samples are rolled up now: the next pass takes them
-    assert store.retain(POLICY).samples == 2
-    again = store.retain(POLICY)  # the tables cut at their horizons are not scanned again
+    assert store.retention.retain(POLICY).samples == 2
+    again = store.retention.retain(POLICY)  # the tables cut at their horizons are not scanned again
     assert (again.samples, again.tier_rows, again.events) == (0, 0, 0)
     clock.now += 300
     store.apply([batch(KEYS, [2], [clock.now], [0.0], seq=3)])
-    assert store.retain(POLICY).samples == len(KEYS) * 300 / STEP  # 5 minutes more of each
+    assert (
+        store.retention.retain(POLICY).samples == len(KEYS) * 300 / STEP
+    )  # 5 minutes more of each
 
 
 def _buckets(store: Store, start: float, end: float, points: int) -> dict[str, list[float]]:
@@ -106,8 +108,8 @@ def test_a_range_whose_raw_samples_are_gone_is_answered_from_the_tiers(
     hourly = (first, first + 5 * DAY, 5 * 24)  # whole 1 h buckets
     before = _buckets(store, *hourly)
     coarse = store.percentiles("gpu.util_pct", None, *hourly)[0]["count"].tolist()
-    store.retain(POLICY)
-    cut = store.kept()
+    store.retention.retain(POLICY)
+    cut = store.retention.kept()
     assert store.raw(0, end=cut.raw)["ts"].size == 0
     assert _buckets(store, *hourly) == before  # the 300 s tier answers the old days
     assert store.percentiles("gpu.util_pct", None, *hourly)[0]["count"].tolist() == coarse
@@ -130,13 +132,13 @@ def test_a_range_whose_raw_samples_are_gone_is_answered_from_the_tiers(
 def test_each_transaction_deletes_a_bounded_chunk(store_path: Path, clock: FakeClock) -> None:
     with Store(store_path, clock=clock) as store:
         _fill(store, clock, late=False)
-        done = store.retain(POLICY, chunk_rows=1000)
+        done = store.retention.retain(POLICY, chunk_rows=1000)
         left = store.stats()["samples"]
     assert 0 < done.largest_chunk <= 1000
     assert done.samples > 10 * 1000
     with Store(store_path.with_name("other.duckdb"), clock=clock) as other:
         _fill(other, clock, late=False)
-        whole = other.retain(POLICY)
+        whole = other.retention.retain(POLICY)
         assert (whole.samples, whole.tier_rows, whole.events) == (
             done.samples,
             done.tier_rows,
@@ -148,12 +150,12 @@ def test_each_transaction_deletes_a_bounded_chunk(store_path: Path, clock: FakeC
 def test_horizons_survive_a_reopen_and_never_move_back(store_path: Path, clock: FakeClock) -> None:
     with Store(store_path, clock=clock) as store:
         _fill(store, clock, late=False)
-        store.retain(POLICY)
-        cut = store.kept()
+        store.retention.retain(POLICY)
+        cut = store.retention.kept()
     with Store(store_path, clock=clock) as store:
-        assert store.kept() == cut
-        assert store.retain(Retention.parse("raw=5d,10s=6d,300s=7d")).samples == 0
-        assert store.kept() == cut
+        assert store.retention.kept() == cut
+        assert store.retention.retain(Retention.parse("raw=5d,10s=6d,300s=7d")).samples == 0
+        assert store.retention.kept() == cut
 
 
 def test_shedding_gives_up_raw_samples_first_then_the_fine_tier_then_events(
@@ -163,7 +165,7 @@ def test_shedding_gives_up_raw_samples_first_then_the_fine_tier_then_events(
     full = store.disk_bytes()
     assert full >= store.path.stat().st_size // 2  # blocks in use, not a guess
     shed = []
-    while (what := store.shed()) is not None:
+    while (what := store.retention.shed()) is not None:
         shed.append(what)
         assert len(shed) < 200
     order = list(dict.fromkeys(shed))
@@ -187,11 +189,11 @@ def test_ages_count_from_the_newest_sample_and_never_from_the_future(
         data = _fill(store, clock, late=False)
         future = T0 + SPAN + 365 * DAY  # a producer's clock a year ahead
         store.apply([batch(KEYS, [2], [future], [0.0], seq=5)])
-        store.retain(POLICY)
-        assert store.kept() == POLICY.cutoffs(clock.now)  # capped at now, not a year on
+        store.retention.retain(POLICY)
+        assert store.retention.kept() == POLICY.cutoffs(clock.now)  # capped at now, not a year on
     clock.now += 100 * DAY  # opened again long after its last sample
     with Store(store_path, clock=clock) as store:
-        assert store.retain(POLICY).samples == 0
+        assert store.retention.retain(POLICY).samples == 0
         kept = store.raw(0)["ts"]
         assert kept.min() < data["ts"].max() - DAY  # the last days before it stopped are there
 
@@ -203,9 +205,9 @@ def test_an_encrypted_store_measures_its_size_and_keeps_its_retention(
     with Store(tmp_path / "sealed.duckdb", clock=clock, key=key) as store:
         _fill(store, clock, late=False)
         assert store.disk_bytes() > 0
-        assert store.retain(POLICY).samples > 0
-        assert store.shed() == "raw"
-        assert store.kept().raw > POLICY.cutoffs(clock.now).raw
+        assert store.retention.retain(POLICY).samples > 0
+        assert store.retention.shed() == "raw"
+        assert store.retention.kept().raw > POLICY.cutoffs(clock.now).raw
 
 
 def test_a_pass_told_to_stop_ends_after_its_chunk_and_the_next_goes_on(
@@ -213,11 +215,11 @@ def test_a_pass_told_to_stop_ends_after_its_chunk_and_the_next_goes_on(
 ) -> None:
     _fill(store, clock, late=False)
     answers = iter([False])  # one chunk, then stop
-    first = store.retain(POLICY, chunk_rows=1000, stop=lambda: next(answers, True))
+    first = store.retention.retain(POLICY, chunk_rows=1000, stop=lambda: next(answers, True))
     assert (first.samples, first.tier_rows, first.events) == (1000, 0, 0)
-    rest = store.retain(POLICY)
+    rest = store.retention.retain(POLICY)
     assert rest.samples > 0 and rest.tier_rows > 0 and rest.events == 5
-    assert store.raw(0, end=store.kept().raw - 1)["ts"].size == 0
+    assert store.raw(0, end=store.retention.kept().raw - 1)["ts"].size == 0
 
 
 def _expected(data: dict[str, np.ndarray], kept: Kept, p: Plan) -> np.ndarray:
@@ -237,8 +239,8 @@ def _expected(data: dict[str, np.ndarray], kept: Kept, p: Plan) -> np.ndarray:
 
 def test_random_ranges_after_retention_count_what_is_kept(store: Store, clock: FakeClock) -> None:
     data = _fill(store, clock, late=False)
-    store.retain(POLICY)
-    kept = store.kept()
+    store.retention.retain(POLICY)
+    kept = store.retention.kept()
     rng = np.random.default_rng(11)
     for _ in range(60):
         start = T0 + rng.uniform(2 * DAY, SPAN - 60)  # from the 300 s tier's horizon on

@@ -89,7 +89,7 @@ class StoreUpkeep:
 
     def tick(self) -> None:
         """Retention, then the size: shed when near the limit, and write the size down."""
-        done = self._store.retain(self._retention, stop=self._stopping.is_set)
+        done = self._store.retention.retain(self._retention, stop=self._stopping.is_set)
         if done.samples or done.tier_rows or done.events:
             log.info(
                 "retention (%s) deleted %d samples, %d tier rows and %d events",
@@ -123,7 +123,7 @@ class StoreUpkeep:
 
     def _shed(self, space: Space) -> bool:
         """One step of shedding; False when nothing was left to shed."""
-        what = self._store.shed()
+        what = self._store.retention.shed()
         if what is not None:
             log.warning(
                 "the store takes %.0f%% of its limit: shed the oldest %s data",

@@ -1,8 +1,9 @@
-"""Turning sample batches into column tables for one insert, before any write happens.
+"""Turning sample batches into column tables for one insert (``prepare``), then the insert
+(``write``).
 
 Everything that can reject a batch (shape, ranges, unserialisable event data)
-runs here, so a failure leaves the store untouched; the writes that follow are
-plain appends of Arrow tables, column-wise, never a Python loop per sample.
+runs in ``prepare``, before any write, so a failure leaves the store untouched;
+``write`` appends Arrow tables, column-wise, never a Python loop per sample.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 from ..model import NO_STEP, Event, RecordBatch, SampleBatch, SeriesKey, check_producer_batch
+from . import _state
 from ._catalogue import Catalogue, NewSeries
 from ._records import Head, chain
 
@@ -159,3 +162,22 @@ def prepare(
         eid + len(ingested),
         head,
     )
+
+
+def write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
+    """Append the prepared tables, fold the new records into the state tables and record
+    each source's last applied seq."""
+    for table, rows in (
+        ("series", prep.series),
+        ("samples", prep.samples),
+        ("events", prep.events),
+        ("records", prep.records),
+    ):
+        if rows.num_rows:
+            cur.register("_rows", rows)
+            cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
+            if table == "records":
+                _state.fold(cur, "_rows", set(rows.column("kind").to_pylist()))
+            cur.unregister("_rows")
+    if prep.seqs:
+        cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))

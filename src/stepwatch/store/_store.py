@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -36,12 +35,11 @@ from ._catalogue import Catalogue, LabelMatch, SeriesInfo
 from ._checkpoints import Checkpoint, Position
 from ._connect import connect
 from ._errors import StoreError
-from ._ingest import Prepared, prepare
+from ._ingest import prepare, write
 from ._logs import LogFilter
-from ._plan import Kept, plan
-from ._prune import Pruned
+from ._plan import plan
+from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
-from ._retention import Retention
 from ._state import CurrentState
 from ._summary import RunSummary
 from ._tokens import TokenRecord
@@ -50,8 +48,6 @@ from ._tokens import TokenRecord
 AUTO_COMPACT_ROWS = 1_000_000
 #: Rows rolled per compaction transaction, so a backlog never holds the writer for long.
 COMPACT_CHUNK = 4_000_000
-#: Rows deleted per retention transaction, for the same reason.
-PRUNE_CHUNK = 200_000
 
 #: Resolved paths of the files open in this process: a second Store would fork the counters.
 _OPEN: set[str] = set()
@@ -114,8 +110,16 @@ class Store:
         ((next_eid,),) = cur.execute("SELECT coalesce(max(eid) + 1, 0) FROM events").fetchall()
         self._next_eid = max(int(next_eid), saved.position.eid if saved else 0)
         self._head = _records.load_head(cur)
-        self._newest = _prune.read_newest(cur)
-        self._cut_at: dict[str, tuple[float, int]] = {}  # where each table was last cut
+        access = StoreAccess(
+            self._lock,
+            self._txn,
+            self._snapshot,
+            self._cursor,
+            lambda: self._watermark,
+            self._clock,
+        )
+        #: Retention and shedding (``retain``, ``shed``, ``kept``).
+        self.retention = Pruner(access, _prune.read_newest(cur))
         self._owners: dict[str, str] = dict(
             cur.execute("SELECT source, owner FROM source_owners").fetchall()
         )
@@ -192,14 +196,13 @@ class Store:
             )
             if any(prep.accepted):
                 with self._txn() as cur:
-                    _write(cur, prep)
+                    write(cur, prep)
                 self._cat.add(prep.new_series)
                 self._next_rid = prep.next_rid
                 self._next_eid = prep.next_eid
                 self._seqs.update(prep.seqs)
                 self._head = prep.head
-                newest = min(_prune.newest_ingested(batches, prep.accepted), self._clock())
-                self._newest = max(self._newest, newest)  # never a time still to come
+                self.retention.heard(_prune.newest_ingested(batches, prep.accepted))
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
                 self.compact()
         return prep.accepted
@@ -266,69 +269,6 @@ class Store:
         """Make the current-state tables again from every record (a store older than them)."""
         with self._lock, self._txn() as cur:
             _state.rebuild(cur)
-
-    # ---- retention ----------------------------------------------------------------------
-
-    def retain(
-        self,
-        policy: Retention,
-        chunk_rows: int = PRUNE_CHUNK,
-        stop: Callable[[], bool] = lambda: False,
-    ) -> Pruned:
-        """Delete what ``policy`` keeps no longer (raw samples only once rolled up), at most
-        ``chunk_rows`` rows per transaction, until done or ``stop()`` (the next call goes on);
-        horizons moved by ``shed`` stay where they are.
-
-        Ages count back from the newest sample ingested, never from a time later than now: a
-        store that takes no new data (a collector that was down, old runs looked at again)
-        loses nothing by being opened."""
-        if not math.isfinite(self._newest):
-            return Pruned()
-        return self._prune(policy.cutoffs(self._newest), chunk_rows, stop)
-
-    def shed(self, chunk_rows: int = PRUNE_CHUNK) -> str | None:
-        """Make room: delete the oldest tenth of the first of ``SHED_ORDER`` that has rows to
-        give; what was shed ("raw", "10s", "events"), or None when nothing can go."""
-        with self._snapshot() as (cur, watermark):
-            kept, target = _prune.read_kept(cur), _prune.shed_target(cur, watermark, self._clock())
-        if target is None:
-            return None
-        self._prune(_prune.moved(kept, *target), chunk_rows)
-        with self._lock, self._cursor() as cur, contextlib.suppress(duckdb.Error):
-            cur.execute("CHECKPOINT")  # freed blocks count as free (else at DuckDB's own)
-        return target[0]
-
-    def _prune(
-        self, target: Kept, chunk_rows: int, stop: Callable[[], bool] = lambda: False
-    ) -> Pruned:
-        """Move the horizons to ``target`` (never back) in one transaction, then delete what
-        lies behind them, a chunk per transaction. A table already cut at its horizon is left
-        alone until the horizon moves (every 5 minutes of data under steady ingest), raw
-        samples until compaction moves on as well: tier rows and events that land behind a
-        horizon meanwhile (of late samples) go with its next move."""
-        with self._lock, self._txn() as cur:
-            stored = _prune.read_kept(cur)
-            kept = stored.at_least(target)
-            newest = float(math.floor(self._newest)) if math.isfinite(self._newest) else None
-            if kept != stored or newest not in (None, _prune.read_newest(cur)):
-                _prune.write_kept(cur, kept, self._newest)  # the file keeps whole seconds
-        done = Pruned()
-        for cut in _prune.cuts(kept):
-            at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
-            deleted = chunk_rows if self._cut_at.get(cut.table) != at else 0
-            while deleted >= chunk_rows and not stop():
-                with self._lock, self._txn() as cur:
-                    at = (cut.horizon, self._watermark if cut.what == "raw" else 0)
-                    deleted = _prune.delete_chunk(cur, cut, at[1], chunk_rows)
-                done.add(cut.what, deleted)
-                if deleted < chunk_rows:
-                    self._cut_at[cut.table] = at
-        return done
-
-    def kept(self) -> Kept:
-        """Where each kind of data begins now (what retention and shedding left)."""
-        with self._txn() as cur:
-            return _prune.read_kept(cur)
 
     def disk_bytes(self) -> int:
         """Bytes the store takes, without a scan: its blocks in use plus its write-ahead log
@@ -553,22 +493,3 @@ class Store:
             "uncompacted": self._next_rid - watermark,
             "file_bytes": sum(p.stat().st_size for p in (self.path, wal) if p.exists()),
         }
-
-
-def _write(cur: duckdb.DuckDBPyConnection, prep: Prepared) -> None:
-    """Append the prepared tables, fold the new records into the state tables and record
-    each source's last applied seq."""
-    for table, rows in (
-        ("series", prep.series),
-        ("samples", prep.samples),
-        ("events", prep.events),
-        ("records", prep.records),
-    ):
-        if rows.num_rows:
-            cur.register("_rows", rows)
-            cur.execute(f"INSERT INTO {table} SELECT * FROM _rows")
-            if table == "records":
-                _state.fold(cur, "_rows", set(rows.column("kind").to_pylist()))
-            cur.unregister("_rows")
-    if prep.seqs:
-        cur.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?)", list(prep.seqs.items()))
