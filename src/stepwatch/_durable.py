@@ -10,10 +10,10 @@ continues where the last checkpoint left off instead of starting cold.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from ._periodic import Periodic
 from .store import Checkpoint, Position, Store
 
 __all__ = ["DEFAULT_CHECKPOINT_INTERVAL_S", "CheckpointWorker", "Durable", "restore_parts"]
@@ -83,26 +83,25 @@ class CheckpointWorker:
             raise ValueError(f"the checkpoint interval must be above 0 s, got {interval_s}")
         self.parts = list(parts)
         self._store, self._position, self._barrier = store, position, barrier
-        self._interval = interval_s
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Periodic(
+            self.checkpoint,
+            interval_s,
+            name="stepwatch-checkpoint",
+            failed="checkpoint failed; the previous one stays",
+            log=log,
+        )
         #: How many checkpoints were saved (for tests and the collector's own figures).
         self.saved = 0
         self._running = False
 
     def start(self) -> None:
-        self._stopping.clear()
         self._running = True
-        self._thread = threading.Thread(target=self._run, name="stepwatch-checkpoint", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def halt(self) -> None:
         """End the thread (after the checkpoint it may be taking): before the parts stop,
         so that none is asked for a snapshot while it stops."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._worker.stop()
 
     def stop(self) -> None:
         """End the thread, then save a last checkpoint (once the parts have stopped)."""
@@ -110,7 +109,7 @@ class CheckpointWorker:
             return
         self._running = False
         self.halt()
-        self._guarded()
+        self._worker.run_once()
 
     def checkpoint(self) -> Position:
         """Snapshot every part and save them together; the position saved."""
@@ -120,14 +119,3 @@ class CheckpointWorker:
         self._store.save_checkpoint(blobs, position)
         self.saved += 1
         return position
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            self._guarded()
-
-    def _guarded(self) -> None:
-        """One checkpoint; a failure is logged and the last good checkpoint stays."""
-        try:
-            self.checkpoint()
-        except Exception:
-            log.exception("checkpoint failed; the previous one stays")

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .._periodic import Periodic
 from ..detect import AlertState, LiveAlert, Policies, Policy, PolicyStep
 from ..model import Event
 from ._audit import AuditRecord
@@ -61,12 +62,17 @@ class PolicyEngine:
         history: History | None = None,
     ) -> None:
         self._policies, self._book, self._record = policies, book, record
-        self._clock, self._tick_s, self._history = clock, tick_s, history
+        self._clock, self._history = clock, history
         self._state = PolicyState()
         self._restored_at: float | None = None
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Periodic(
+            self.tick,
+            tick_s,
+            name="stepwatch-policy",
+            failed="the policy engine failed on a tick; carrying on",
+            log=log,
+        )
 
     def actions(self, run: str) -> int:
         """Automatic commands issued (or, observing only, that would have been) for ``run``."""
@@ -222,20 +228,8 @@ class PolicyEngine:
     # ---- the thread ---------------------------------------------------------------------
 
     def start(self) -> PolicyEngine:
-        self._thread = threading.Thread(target=self._run, name="stepwatch-policy", daemon=True)
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stopping.set()
-        self._thread.join()
-        self._thread = None
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._tick_s):
-            try:
-                self.tick()
-            except Exception:
-                log.exception("the policy engine failed on a tick; carrying on")
+        self._worker.stop()

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._periodic import Periodic
 from ..model import COLLECTOR_METRIC_PREFIX, NO_STEP, RecordBatch, SampleBatch, SeriesKey
 from ..store import DEFAULT_RETENTION, DiskCap, Retention, Space, Store
 from ._event_log import COLLECTOR_SOURCE
@@ -56,10 +56,15 @@ class StoreUpkeep:
     ) -> None:
         self._store, self._feed = store, feed
         self._retention, self._cap = retention, cap or DiskCap()
-        self._interval, self._clock, self._disk_usage = interval_s, clock, disk_usage
+        self._clock, self._disk_usage = clock, disk_usage
         self._full = False
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Periodic(
+            self.tick,
+            interval_s,
+            name="stepwatch-upkeep",
+            failed=f"store upkeep failed; trying again in {interval_s:g} s",
+            log=log,
+        )
 
     @property
     def full(self) -> bool:
@@ -67,29 +72,16 @@ class StoreUpkeep:
         return self._full
 
     def start(self) -> StoreUpkeep:
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="stepwatch-upkeep", daemon=True)
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
         """End the thread after the chunk it is deleting, if any."""
-        if self._thread is None:
-            return
-        self._stopping.set()
-        self._thread.join()
-        self._thread = None
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self.tick()
-            except Exception:
-                log.exception("store upkeep failed; trying again in %g s", self._interval)
+        self._worker.stop()
 
     def tick(self) -> None:
         """Retention, then the size: shed when near the limit, and write the size down."""
-        done = self._store.retention.retain(self._retention, stop=self._stopping.is_set)
+        done = self._store.retention.retain(self._retention, stop=lambda: self._worker.stopping)
         if done.samples or done.tier_rows or done.events:
             log.info(
                 "retention (%s) deleted %d samples, %d tier rows and %d events",
@@ -100,7 +92,7 @@ class StoreUpkeep:
             )
         space, left = self._measure(), True
         for _ in range(_SHED_STEPS):
-            if space.ratio < SHED_AT or self._stopping.is_set():
+            if space.ratio < SHED_AT or self._worker.stopping:
                 break
             left = self._shed(space)
             if not left:
