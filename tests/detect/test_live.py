@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -107,15 +106,6 @@ def rule_file(tmp_path: Path) -> Path:
     path = tmp_path / "rules.yaml"
     path.write_text(RULES)
     return path
-
-
-@pytest.fixture
-def started() -> Iterator[list[LiveDetector]]:
-    """Detectors a test starts; each is stopped at the end."""
-    running: list[LiveDetector] = []
-    yield running
-    for live in running:
-        live.stop()
 
 
 def _live(

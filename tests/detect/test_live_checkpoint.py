@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -74,14 +73,6 @@ def _training(start: int, stop: int, spike_at: int | None = None) -> list[Sample
 
 def _clock() -> float:
     return 0.0  # held samples go out by data time alone (and flush), never by a wall clock
-
-
-@pytest.fixture
-def started() -> Iterator[list[LiveDetector]]:
-    running: list[LiveDetector] = []
-    yield running
-    for live in running:
-        live.stop()
 
 
 def _run(

@@ -27,7 +27,7 @@ from ._engines import Engines
 from ._idle import IDLE_RUN_S, IdleRuns
 from ._lifecycle import AlertState
 from ._live_alert import LiveAlert
-from ._open_alerts import OpenAlerts, closed
+from ._open_alerts import OpenAlerts
 from ._recovery import Recovery, recorded_before
 from ._reorder import Reorder, SeriesOrder, merge
 from ._rule_files import RuleFiles
@@ -241,7 +241,7 @@ class LiveDetector:
     def _finish_run(self, run: str, ts: float) -> list[LiveAlert]:
         self._release(force=True)  # the run's last samples may still change its alerts
         self._forget(run)
-        ended = [closed(a, ts, "run finished") for a in self._alerts.of_run(run)]
+        ended = [a.closed(ts, "run finished") for a in self._alerts.of_run(run)]
         self._publish(ended)
         return ended
 
@@ -452,7 +452,7 @@ class LiveDetector:
             for a in self._alerts.open.values()
             if a.rule_key in dropped and not self._engines.firing(a.kind, a.labels)
         ]
-        self._publish([closed(a, self._data_now, "rule changed") for a in ended])
+        self._publish([a.closed(self._data_now, "rule changed") for a in ended])
         before = {r.key for r in self.rules.rules}
         kept = sum(1 for r in rules.rules if r.key in before and r.key not in dropped)
         data = {"rules": len(rules), "kept": kept}

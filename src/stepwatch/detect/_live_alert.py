@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model import Event
 from ._engine import Alert
+from ._lifecycle import AlertState
 
 __all__ = ["ALERT_EVENT", "LiveAlert", "alert_id"]
 
@@ -85,6 +86,11 @@ class LiveAlert:
 
     def but(self, **changes: Any) -> LiveAlert:
         return dataclasses.replace(self, **changes)
+
+    def closed(self, ts: float, reason: str) -> LiveAlert:
+        """This firing alert resolved by the collector, whose rule can no longer resolve it
+        (its run finished, its rule changed)."""
+        return self.but(state=AlertState.RESOLVED, ts=max(self.ts, ts), reason=reason)
 
     def as_json(self) -> dict[str, Any]:
         """The fields the API shows (non-finite values are the caller's to spell)."""

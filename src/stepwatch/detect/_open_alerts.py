@@ -11,15 +11,10 @@ from ._live_alert import LiveAlert
 from ._recovery import Recovery, adopt, continues
 from ._silences import Inhibition, RecentlyResolved, inhibited
 
-__all__ = ["OpenAlerts", "closed"]
+__all__ = ["OpenAlerts"]
 
 #: Whether a silence mutes an alert of these match labels now.
 Mutes = Callable[[Mapping[str, str]], bool]
-
-
-def closed(alert: LiveAlert, ts: float, reason: str) -> LiveAlert:
-    """A firing alert whose rule can no longer resolve it, resolved by us."""
-    return alert.but(state=AlertState.RESOLVED, ts=max(alert.ts, ts), reason=reason)
 
 
 class OpenAlerts:

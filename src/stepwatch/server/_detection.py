@@ -162,7 +162,7 @@ class Detection:
             log.warning("detection is behind: run %s's alerts resolve once it catches up", run.id)
             return
         left = [
-            a.but(state=AlertState.RESOLVED, ts=max(a.ts, end), reason="run finished")
+            a.closed(end, "run finished")
             for a in open_alerts(self.store, run.id)
             if a.state == AlertState.FIRING and a.id not in closed
         ]
