@@ -49,6 +49,10 @@ def counter_rate(before: Mapping[K, float], now: Mapping[K, float], dt: float) -
     return total / dt if seen else None
 
 
+#: Seconds below a clock tick: what subtracting large float counters may be off by.
+_ROUNDING_S = 1e-6
+
+
 def busy_percent(
     before: Mapping[K, tuple[float, float]], now: Mapping[K, tuple[float, float]]
 ) -> tuple[float, float] | None:
@@ -59,9 +63,13 @@ def busy_percent(
         prev = before.get(core)
         if prev is None:
             continue
-        d_busy, d_total = busy - prev[0], total - prev[1]
-        if d_busy < 0 or d_total < 0:
+        d_busy = busy - prev[0]
+        if d_busy < -_ROUNDING_S:
             return None
+        d_busy = max(d_busy, 0.0)  # busy is total less idle: float rounding, not a reset
+        # A core's idle and iowait may run back a tick (the kernel estimates them while the
+        # core sleeps): its busy time is still right, its total is at least that.
+        d_total = max(total - prev[1], d_busy)
         if d_total == 0:
             continue
         busy_sum, total_sum = busy_sum + d_busy, total_sum + d_total
