@@ -60,8 +60,11 @@ function numberSteps(min, max, px) {
   return out;
 }
 
-// The labelled ticks of the finest step that fits: {splits, labels}. Labels are centred on
-// their ticks; one whose half would stick out of [-room, px] is left out.
+// The labelled ticks of the finest step that fits: {splits, labels, squeezed}. Labels are centred on
+// their ticks; one whose half would stick out of [-room, px] is left out. Where no step keeps
+// its labels apart with one inside (a span of seconds on a small multiple), the one label of
+// the coarsest step nearest the middle (squeezed): an axis is never left unnamed while a tick
+// fits.
 function fit(min, max, px, room, steps, split, label) {
   const perUnit = px / Math.max(max - min, 1e-9);
   const labelled = (step) => {
@@ -81,18 +84,26 @@ function fit(min, max, px, room, steps, split, label) {
     const spacing = step * perUnit;
     if (spacing < GAP_PX + textWidth(label(min, step))) continue; // too fine to measure them all
     const got = labelled(step);
-    if (Math.max(0, ...got.labels.map((t) => textWidth(t))) + GAP_PX <= spacing) return got;
+    if (got.labels.length && Math.max(...got.labels.map((t) => textWidth(t))) + GAP_PX <= spacing) return Object.assign(got, { squeezed: false });
   }
-  const got = labelled(steps[steps.length - 1]);
-  return { splits: got.splits.slice(0, 1), labels: got.labels.slice(0, 1) };
+  const middle = (min + max) / 2;
+  for (const step of steps.slice().reverse()) {
+    const got = labelled(step);
+    if (!got.splits.length) continue;
+    const i = got.splits.reduce((best, v, k) => (Math.abs(v - middle) < Math.abs(got.splits[best] - middle) ? k : best), 0);
+    return { splits: [got.splits[i]], labels: [got.labels[i]], squeezed: true };
+  }
+  return { splits: [], labels: [], squeezed: true };
 }
 
 // Ticks of a time axis over [min, max] seconds drawn `px` pixels wide (labels may reach `room`
-// pixels left of it): in the locale's clock, or the shorter 24-hour one where that shows more.
+// pixels left of it): in the locale's clock, or the shorter 24-hour one where that shows more
+// or fits where the other is squeezed.
 export function timeTicks(min, max, px, room = 0) {
   const offset = localOffset(min);
   const [long, short] = [0, 1].map((form) => fit(min, max, px, room, TIME_STEPS, (step) => multiples(min, max, step, offset), (v, step) => timeLabel(v, step, form)));
-  return short.splits.length > long.splits.length ? short : long;
+  const rank = (got) => (got.squeezed ? 0 : 1e6) + got.splits.length;
+  return rank(short) > rank(long) ? short : long;
 }
 
 // Ticks of a number axis (steps, seconds: whole numbers) over [min, max] drawn `px` pixels wide.
