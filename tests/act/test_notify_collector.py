@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from stepwatch.cli import main
-from stepwatch.server import ServerThread
+from stepwatch.server import CollectorOptions, ServerThread
 
 from ._notify_parts import T0, WAIT_S, Recorder, recording_server
 
@@ -44,7 +44,9 @@ def collector(tmp_path: Path, hook: Recorder, monkeypatch: pytest.MonkeyPatch) -
         "  receiver: hook\n"
         "  group_wait: 0s\n"
     )
-    server = ServerThread(tmp_path / "store.duckdb", port=0, notify=notify).start()
+    server = ServerThread(
+        tmp_path / "store.duckdb", CollectorOptions(port=0, notify=notify)
+    ).start()
     try:
         yield server.url
     finally:
@@ -144,7 +146,7 @@ def test_a_route_matches_the_project_of_the_alerts_run(
         "  routes:\n"
         "    - {matchers: [project=team], receiver: team, group_wait: 0s}\n"
     )
-    with ServerThread(tmp_path / "store.duckdb", port=0, notify=notify) as server:
+    with ServerThread(tmp_path / "store.duckdb", CollectorOptions(port=0, notify=notify)) as server:
         for run, project in (("r1", "team"), ("r2", "default")):
             made = httpx.post(f"{server.url}/api/v1/runs", json={"id": run, "project": project})
             assert made.status_code == 200, made.text

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from conftest import poll
 
-from stepwatch.server import ServerThread
+from stepwatch.server import CollectorOptions, ServerThread
 
 from ._readme import ROOT, blocks
 
@@ -41,7 +41,7 @@ def _once_detected(text: str) -> str:
 def test_the_table_lists_every_metric_the_collector_exposes(tmp_path: Path) -> None:
     (tmp_path / "notify.yaml").write_text(NOTIFY)
     store = tmp_path / "s.duckdb"
-    with ServerThread(store, notify=tmp_path / "notify.yaml") as server:
+    with ServerThread(store, CollectorOptions(port=0, notify=tmp_path / "notify.yaml")) as server:
         doc = {"source": "s", "seq": 1, "samples": [{"name": "loss", "ts": 1.0, "value": 1.0}]}
         assert httpx.post(f"{server.url}/api/v1/ingest", json=doc).is_success
         assert httpx.post(f"{server.url}/api/v1/ingest", json={}).status_code == 400

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stepwatch.model import NO_STEP, Event, SampleBatch, SeriesKey
-from stepwatch.server import ServerThread
+from stepwatch.server import CollectorOptions, ServerThread
 
 #: Values that must survive the round trip bit for bit, non-finite ones included.
 AWKWARD = [1.5, math.nan, math.inf, -math.inf, -0.0, 5e-324, 1.7976931348623157e308, 0.1]
@@ -60,7 +60,7 @@ def live_factory(tmp_path: Path) -> Iterator[LiveFactory]:
 
     def start(store: str | None = None, **options: Any) -> ServerThread:
         path = tmp_path / (store or f"store{len(running)}.duckdb")
-        server = ServerThread(path, port=0, **options)
+        server = ServerThread(path, CollectorOptions(port=0, **options))
         running.append(server.start())
         return server
 

@@ -15,7 +15,7 @@ import pytest
 from fastapi import APIRouter
 
 from stepwatch.auth import Permission
-from stepwatch.server import ServerThread, create_app, is_loopback
+from stepwatch.server import CollectorOptions, ServerThread, create_app, is_loopback
 from stepwatch.server._auth import include, need
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
@@ -135,12 +135,12 @@ def test_the_first_start_with_auth_writes_an_admin_token_only_its_owner_reads(
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "s.duckdb"
-    with ServerThread(store, port=0, auth=True) as server:
+    with ServerThread(store, CollectorOptions(port=0, auth=True)) as server:
         written = server.admin_token_file
         assert written is not None and stat.S_IMODE(written.stat().st_mode) == 0o600
         admin = {"Authorization": f"Bearer {written.read_text().strip()}"}
         assert httpx.get(server.url + "/api/v1/tokens", headers=admin).is_success
-    with ServerThread(store, port=0, auth=True) as again:
+    with ServerThread(store, CollectorOptions(port=0, auth=True)) as again:
         assert again.admin_token_file is None  # an admin token exists: none is made
 
 
@@ -191,11 +191,15 @@ def test_a_public_address_turns_auth_on_and_turning_it_off_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, "stepwatch.server"):
-        with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0) as server:
+        with ServerThread(
+            tmp_path / "s.duckdb", CollectorOptions(host="0.0.0.0", port=0)
+        ) as server:
             url = server.url.replace("0.0.0.0", "127.0.0.1")
             assert httpx.get(url + "/api/v1/runs").status_code == 401
         assert not caplog.records
-        with ServerThread(tmp_path / "s.duckdb", "0.0.0.0", 0, auth=False):
+        with ServerThread(
+            tmp_path / "s.duckdb", CollectorOptions(host="0.0.0.0", port=0, auth=False)
+        ):
             pass
     (record,) = caplog.records
     assert "without --auth" in record.getMessage()

@@ -18,7 +18,7 @@ from act._notify_parts import Recorder, recording_server
 from conftest import poll
 from prometheus_client.parser import text_string_to_metric_families
 
-from stepwatch.server import ServerThread
+from stepwatch.server import CollectorOptions, ServerThread
 from stepwatch.server._metrics import StoreFigures
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
@@ -63,6 +63,9 @@ route:
 """
 
 Figures = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+#: A collector on a free port.
+ANYWHERE = CollectorOptions(port=0)
 
 
 def figures(text: str) -> Figures:
@@ -231,7 +234,10 @@ def test_openmetrics_when_the_scraper_asks_for_it(collector: str) -> None:
 
 
 def test_two_collectors_in_one_process_keep_their_own_figures(tmp_path: Path) -> None:
-    with ServerThread(tmp_path / "a.duckdb") as a, ServerThread(tmp_path / "b.duckdb") as b:
+    with (
+        ServerThread(tmp_path / "a.duckdb", ANYWHERE) as a,
+        ServerThread(tmp_path / "b.duckdb", ANYWHERE) as b,
+    ):
         assert httpx.post(f"{a.url}/api/v1/ingest", json=loss("s", "r", [1.0, 2.0])).is_success
         first, second = scrape(a.url), scrape(b.url)
     assert one(first, "stepwatch_ingest_samples_total", format="json") == 2

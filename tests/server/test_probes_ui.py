@@ -14,7 +14,7 @@ import pytest
 from conftest import poll
 
 from stepwatch.model import SampleBatch
-from stepwatch.server import ServerThread, create_app
+from stepwatch.server import CollectorOptions, ServerThread, create_app
 from stepwatch.store import Position, Store
 
 
@@ -96,7 +96,7 @@ def test_readyz_is_503_until_detection_has_caught_up(
     """Restarted, the collector takes batches at once but is ready only once the detector has
     replayed what the store took since its checkpoint (held here until the test lets it go)."""
     path = tmp_path / "s.duckdb"
-    with ServerThread(path, port=0) as first:
+    with ServerThread(path, CollectorOptions(port=0)) as first:
         httpx.post(f"{first.url}/api/v1/ingest", json=loss_doc(1, "r1", [1.0] * 5, 1e9))
     held, replay = threading.Event(), Store.batches_since
 
@@ -105,7 +105,7 @@ def test_readyz_is_503_until_detection_has_caught_up(
         yield from replay(self, start, end)
 
     monkeypatch.setattr(Store, "batches_since", paced)
-    with ServerThread(path, port=0) as second:
+    with ServerThread(path, CollectorOptions(port=0)) as second:
         waiting = httpx.get(f"{second.url}/readyz")
         taken = httpx.post(f"{second.url}/api/v1/ingest", json=loss_doc(2, "r1", [1.0], 1e9 + 5))
         held.set()

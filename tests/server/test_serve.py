@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import stepwatch.server
-from stepwatch.server import ServerThread
+from stepwatch.server import CollectorOptions, ServerThread
 from stepwatch.store import Store, StoreError
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
@@ -20,7 +20,7 @@ from .conftest import make_batch
 
 def test_server_thread_serves_and_stop_drains_and_closes_the_store(tmp_path: Path) -> None:
     path = tmp_path / "s.duckdb"
-    with ServerThread(path, port=0) as server:
+    with ServerThread(path, CollectorOptions(port=0)) as server:
         assert server.url.startswith("http://127.0.0.1:")
         body = encode_batch(make_batch(n=100))
         headers = {"Content-Type": BINARY_CONTENT_TYPE}
@@ -35,18 +35,20 @@ def test_server_thread_serves_and_stop_drains_and_closes_the_store(tmp_path: Pat
 
 
 def test_a_busy_port_is_reported_before_the_store_is_touched(tmp_path: Path) -> None:
-    with ServerThread(tmp_path / "a.duckdb", port=0) as first:
+    with ServerThread(tmp_path / "a.duckdb", CollectorOptions(port=0)) as first:
         port = int(first.url.rsplit(":", 1)[1])
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: the port is in use"):
-            ServerThread(tmp_path / "b.duckdb", port=port).start()
+            ServerThread(tmp_path / "b.duckdb", CollectorOptions(port=port)).start()
         assert not (tmp_path / "b.duckdb").exists()
 
 
 def test_elsewhere_a_busy_port_gives_way_to_a_free_one_and_says_so(tmp_path: Path) -> None:
     said: list[str] = []
-    with ServerThread(tmp_path / "a.duckdb", port=0) as first:
+    with ServerThread(tmp_path / "a.duckdb", CollectorOptions(port=0)) as first:
         port = int(first.url.rsplit(":", 1)[1])
-        second = ServerThread(tmp_path / "b.duckdb", port=port).start_or_elsewhere(said.append)
+        second = ServerThread(
+            tmp_path / "b.duckdb", CollectorOptions(port=port)
+        ).start_or_elsewhere(said.append)
         try:
             assert second.url != first.url and httpx.get(second.url + "/healthz").is_success
         finally:
@@ -68,14 +70,14 @@ def test_the_module_entry_point_says_a_held_store_or_a_busy_port_in_one_line(
             [sys.executable, "-m", "stepwatch.server", *args], capture_output=True, text=True
         )
         assert done.returncode == 1, done.stderr
-        assert done.stderr.startswith("error: ") and said in done.stderr
+        assert done.stderr.startswith("Error: ") and said in done.stderr
         assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "b.duckdb").exists()
 
 
 def test_a_store_another_process_holds_leaves_the_port_free(server, port: int) -> None:
     with pytest.raises(StoreError, match=rf"in use by another process \(PID {server.proc.pid}\)"):
-        ServerThread(server.store_path, port=port).start()
+        ServerThread(server.store_path, CollectorOptions(port=port)).start()
     with socket.create_server(("127.0.0.1", port)):
         pass  # the failed start closed the socket it had bound
 
@@ -92,6 +94,7 @@ def test_sigterm_shuts_the_process_down_cleanly(server) -> None:
 
 def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
+        "CollectorOptions",
         "DEFAULT_MAX_BODY_BYTES",
         "HostAllowList",
         "ServerThread",

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from stepwatch.model import SampleBatch
-from stepwatch.server import create_app
+from stepwatch.server import CollectorOptions, create_app
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
@@ -86,7 +86,7 @@ def test_a_full_write_queue_answers_503_with_retry_after_and_stores_nothing(
         return client.post("/api/v1/ingest", content=body, headers=headers)
 
     async def scenario(store: HoldingStore) -> list[httpx.Response]:
-        app = create_app(store, max_queued_rows=len(make_batch()) + 1)
+        app = create_app(store, CollectorOptions(max_queued_rows=len(make_batch()) + 1))
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:

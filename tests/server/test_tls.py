@@ -13,7 +13,7 @@ import httpx
 import pytest
 from _certs import Certs
 
-from stepwatch.server import ServerThread, ServerTls
+from stepwatch.server import CollectorOptions, ServerThread, ServerTls
 from stepwatch.spool import ClientTls, HttpClient, TransportError
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode_batch
 
@@ -46,7 +46,7 @@ def test_a_client_trusting_another_ca_is_refused(tls_server: Any, certs: Certs) 
 
 def _mutual(tmp_path: Path, certs: Certs) -> ServerThread:
     tls = ServerTls(certs.server_cert, certs.server_key, client_ca=certs.ca)
-    return ServerThread(tmp_path / "s.duckdb", port=0, tls=tls)
+    return ServerThread(tmp_path / "s.duckdb", CollectorOptions(port=0, tls=tls))
 
 
 def test_mutual_tls_refuses_a_client_without_a_trusted_certificate(

@@ -36,7 +36,16 @@ WIDTHS = [90, 150, 240, 285, 420, 800, 1400]
 #: Where in its span the round instant falls (0: at its end): so a span's ticks also fall near
 #: its edges, where a label may not fit.
 SHIFTS = [0, 0.07, 0.45, 0.93]
-STEPS = [(0, 12), (3, 7), (17, 21), (0, 130), (95, 4321), (0, 250_000), (1_234_000, 1_234_600), (0, 3_000_000_000)]
+STEPS = [
+    (0, 12),
+    (3, 7),
+    (17, 21),
+    (0, 130),
+    (95, 4321),
+    (0, 250_000),
+    (1_234_000, 1_234_600),
+    (0, 3_000_000_000),
+]
 
 
 def _cases(page: Page, url: str) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +21,18 @@ from ._base import (
     _store_option,
     main,
 )
+
+
+def _collector_default(field: str) -> Callable[[], Any]:
+    """The collector's own default for an option, read when the command runs (the server
+    package is slow to import for every other command)."""
+
+    def read() -> Any:
+        from ..server import CollectorOptions
+
+        return getattr(CollectorOptions(), field)
+
+    return read
 
 
 @main.command()
@@ -69,8 +82,8 @@ from ._base import (
 @click.option(
     "--checkpoint-interval",
     "checkpoint_interval_s",
-    default=60.0,
-    show_default=True,
+    default=_collector_default("checkpoint_interval_s"),
+    show_default="60",
     type=float,
     metavar="S",
     help="Seconds between checkpoints of the detection state in the store (also taken at "
@@ -99,46 +112,46 @@ from ._base import (
     "within what the file system has room for, keeping 5% of it (5 GiB at most) free. The "
     "collector alerts at 80% of the limit and sheds the oldest data before reaching it.",
 )
+@click.option(
+    "--max-body-bytes",
+    default=_collector_default("max_body_bytes"),
+    show_default="64 MiB",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Ingest bodies above this many bytes are refused with 413.",
+)
+@click.option(
+    "--upkeep-interval",
+    "upkeep_interval_s",
+    default=_collector_default("upkeep_interval_s"),
+    show_default="10",
+    type=float,
+    metavar="S",
+    help="Seconds between retention passes and measures of the store's size.",
+)
 def server(
     store_path: Path,
-    host: str,
-    port: int,
-    auth: bool | None,
-    allowed_hosts: tuple[str, ...],
-    rules: tuple[Path, ...],
-    playbooks: Path | None,
-    notify: Path | None,
     encryption_key: EncryptionKey | None,
     tls_cert: Path | None,
     tls_key: Path | None,
     tls_client_ca: Path | None,
-    checkpoint_interval_s: float,
-    metrics_public: bool,
     retention: str | None,
     max_store_bytes: str | None,
+    **settings: Any,
 ) -> None:
     """Run the collector: ingest, store, detection, query API, web page and /metrics."""
-    from ..server import ServerTls, serve, store_limits
+    from ..server import CollectorOptions, ServerTls, serve, store_limits
 
     with _clear_rule_errors(), _clear_errors():
         kept, cap = store_limits(retention, max_store_bytes)
-        tls = ServerTls.of(tls_cert, tls_key, tls_client_ca)
-        serve(
-            store_path,
-            host=host,
-            port=port,
-            auth=auth,
-            rules=rules,
-            playbooks=playbooks,
-            notify=notify,
+        options = CollectorOptions(
             key=encryption_key,
-            tls=tls,
-            allowed_hosts=allowed_hosts,
-            checkpoint_interval_s=checkpoint_interval_s,
-            metrics_public=metrics_public,
+            tls=ServerTls.of(tls_cert, tls_key, tls_client_ca),
             retention=kept,
             disk_cap=cap,
+            **settings,
         )
+        serve(store_path, options)
 
 
 @main.command()

@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ..model import RunStatus
-from ..server import ServerThread
+from ..server import CollectorOptions, ServerThread
 from ._config import DemoConfig, DemoSummary
 from ._fault_plan import FaultPlan
 from ._fleet import Fleet, Sink
@@ -148,14 +148,14 @@ def run_demo(
     run_id = f"demo-{uuid.uuid4().hex[:8]}"
     report = Reporter(config, out)
     with ExitStack() as stack:
-        server = ServerThread(
-            config.store_path,
-            config.host,
-            config.port,
+        options = CollectorOptions(
+            host=config.host,
+            port=config.port,
             rules=config.rules,
             notify=config.notify,
             key=config.encryption_key,
-        ).start_or_elsewhere(out)
+        )
+        server = ServerThread(config.store_path, options).start_or_elsewhere(out)
         stack.callback(server.stop)
         spool = config.spool_dir or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="stepwatch-demo-"))

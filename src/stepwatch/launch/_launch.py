@@ -183,12 +183,12 @@ def launch(
     if options.server:
         options = dataclasses.replace(options, run_id=options.run_id or _new_run_id(wall()))
         return _record(dataclasses.replace(launch, agent=options), out, err, say, wall)
-    from ..server import ServerThread  # only when no collector was given
+    from ..server import CollectorOptions, ServerThread  # only when no collector was given
 
     # `stepwatch server`'s port when free, so the run's link is the same when its store is served
     # again.
     collector = ServerThread(
-        launch.store_path, port=DEFAULT_PORT, key=options.encryption_key
+        launch.store_path, CollectorOptions(port=DEFAULT_PORT, key=options.encryption_key)
     ).start_or_elsewhere(lambda line: say(f"stepwatch: {line}"))
     try:
         say(f"stepwatch: collector at {collector.url}/ (store {launch.store_path})")

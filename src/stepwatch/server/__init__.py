@@ -1,14 +1,16 @@
 """The collector: HTTP ingest with group commit, the query and runs API, and the web page."""
 
 from .._tls import ServerTls
-from ._app import DEFAULT_MAX_BODY_BYTES, create_app
+from ._app import create_app
 from ._auth import is_loopback
 from ._guards import HostAllowList
+from ._options import DEFAULT_MAX_BODY_BYTES, CollectorOptions
 from ._serve import ServerThread, serve
 from ._upkeep import store_limits
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "CollectorOptions",
     "ServerThread",
     "ServerTls",
     "HostAllowList",

@@ -15,11 +15,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
-from ..store import DEFAULT_RETENTION, DiskCap, Retention, Store
+from ..store import Store
 from ._actions import actions_router
 from ._alerts import alerts_router
 from ._audit import audit_router
@@ -28,11 +27,12 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
-from ._guards import DEFAULT_MAX_JSON_BYTES, Guards, HostAllowList
+from ._guards import Guards
 from ._ingest import IngestStats, ingest_router
 from ._jsonio import JSON, error_response
 from ._metrics import Parts, StoreFigures, metrics_registry, metrics_router
 from ._notifications import Notifications
+from ._options import DEFAULT_OPTIONS, CollectorOptions
 from ._query import query_router
 from ._readiness import Readiness
 from ._runs import runs_router
@@ -47,9 +47,8 @@ from ._writer import GroupWriter
 if TYPE_CHECKING:
     from ..act import NotifyConfig
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "UI_DIR", "create_app"]
+__all__ = ["UI_DIR", "create_app"]
 
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 #: The page and its script ship inside the package (package data), next to this package.
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
@@ -97,48 +96,31 @@ def _docs(app: FastAPI) -> APIRouter:
 
 def create_app(
     store: Store,
+    options: CollectorOptions = DEFAULT_OPTIONS,
     *,
     tokens: TokenBook | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    allowed_hosts: HostAllowList | None = None,
-    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-    max_queued_rows: int = 4_000_000,
-    clock: Callable[[], float] = time.time,
-    compact_interval_s: float = 2.0,
     rules: RuleFiles | None = None,
-    lateness_s: float = 2.0,
     notify: NotifyConfig | None = None,
     playbooks: Playbooks | None = None,
-    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
-    metrics_public: bool = False,
-    retention: Retention = DEFAULT_RETENTION,
-    disk_cap: DiskCap | None = None,
-    upkeep_interval_s: float = 10.0,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The collector over an open ``store``; the caller keeps ownership of (and closes) the store.
 
     Args:
         store: where batches, runs and events go; queries read it back.
+        options: its limits, intervals and Host names (the files in them are the caller's to
+            load: ``rules``, ``notify`` and ``playbooks``).
         tokens: the tokens that open the API; None leaves it open (fit for a loopback bind
             only: everyone is the local admin).
-        max_body_bytes: ingest bodies above this are refused with 413.
-        allowed_hosts: the Host names it answers to (default: loopback names only).
-        max_json_bytes: every other request body above this is refused with 413.
-        max_queued_rows: samples and events waiting for the store before ingest answers 503.
-        clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
-        compact_interval_s: how often the writer compacts the store while data arrives.
         rules: the detection rules, watched for changes (default: the built-in pack).
-        lateness_s: data time the rules comparing members wait for late samples.
         notify: receivers and routes of alert notifications (none by default).
         playbooks: the allow-list of remediations (none by default).
-        checkpoint_interval_s: seconds between checkpoints of the collector's state.
-        metrics_public: /metrics answers without a token (it names no run nor project).
-        retention: how long raw samples, each tier and events are kept.
-        disk_cap: how large the store may grow (default: what its file system has room for).
-        upkeep_interval_s: how often retention runs and the store's size is measured.
+        clock: wall clock for JSON samples without ``ts`` and runs without ``start``.
     """
     writer = GroupWriter(
-        store, compact_interval_s=compact_interval_s, max_queued_rows=max_queued_rows
+        store,
+        compact_interval_s=options.compact_interval_s,
+        max_queued_rows=options.max_queued_rows,
     )
     streams = StreamHub()
     writer.on_commit.append(streams.publish)
@@ -148,15 +130,19 @@ def create_app(
         store,
         writer,
         rules,
-        lateness_s=lateness_s,
+        lateness_s=options.lateness_s,
         clock=clock,
         playbooks=playbooks,
         project_of=scope.project_of,
-        checkpoint_interval_s=checkpoint_interval_s,
+        checkpoint_interval_s=options.checkpoint_interval_s,
     )
     writer.on_commit.append(detection.feed)
     upkeep = StoreUpkeep(
-        store, detection.live.feed, retention, disk_cap, interval_s=upkeep_interval_s
+        store,
+        detection.live.feed,
+        options.retention,
+        options.disk_cap,
+        interval_s=options.upkeep_interval_s,
     )
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of,
@@ -197,8 +183,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(
         Guards,
-        hosts=allowed_hosts or HostAllowList.of("127.0.0.1"),
-        max_json_bytes=max_json_bytes,
+        hosts=options.hosts(),
+        max_json_bytes=options.max_json_bytes,
         own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
     )
     app.state.streams = streams  # the server closes them first when it stops
@@ -220,12 +206,15 @@ def create_app(
         clock,
     )
     include(app, _probes(readiness))
-    include(app, metrics_router(metrics_registry(parts), public=metrics_public))
+    include(app, metrics_router(metrics_registry(parts), public=options.metrics_public))
     include(app, _docs(app))
     include(app, session_router(app.state.guard))
     if tokens is not None:
         include(app, tokens_router(tokens))
-    include(app, ingest_router(writer, max_body_bytes, clock, scope, ingest, lambda: upkeep.full))
+    include(
+        app,
+        ingest_router(writer, options.max_body_bytes, clock, scope, ingest, lambda: upkeep.full),
+    )
     include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))

@@ -7,24 +7,21 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import uvicorn
 
-from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
-from .._encryption import EncryptionKey
-from .._tls import ServerTls
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
-from ..store import DEFAULT_RETENTION, DiskCap, Retention, Store
-from ._app import DEFAULT_MAX_BODY_BYTES, create_app
+from ..store import Store
+from ._app import create_app
 from ._auth import is_loopback
-from ._guards import HostAllowList
 from ._notifications import load_config, served_at
+from ._options import DEFAULT_OPTIONS, CollectorOptions
 
 __all__ = ["ServerThread", "serve"]
 
@@ -77,47 +74,14 @@ def _url(sock: socket.socket, scheme: str) -> str:
 class ServerThread:
     """The collector in a background thread of this process: start(), url, stop()."""
 
-    def __init__(
-        self,
-        store_path: str | Path,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        auth: bool | None = None,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        rules: Sequence[str | Path] = (),
-        notify: str | Path | None = None,
-        playbooks: str | Path | None = None,
-        key: EncryptionKey | None = None,
-        tls: ServerTls | None = None,
-        allowed_hosts: Sequence[str] = (),
-        checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
-        metrics_public: bool = False,
-        retention: Retention = DEFAULT_RETENTION,
-        disk_cap: DiskCap | None = None,
-        upkeep_interval_s: float = 10.0,
-    ) -> None:
-        """``auth``: require tokens (None: whenever ``host`` is not a loopback address);
-        ``metrics_public``: /metrics without a token."""
-        if not checkpoint_interval_s > 0:  # before anything opens
-            raise ValueError(f"the checkpoint interval must be above 0 s: {checkpoint_interval_s}")
-        self._checkpoint_interval_s = checkpoint_interval_s
-        self._hosts = HostAllowList.of(host, allowed_hosts)  # a wrong name fails here, at once
+    def __init__(self, store_path: str | Path, options: CollectorOptions = DEFAULT_OPTIONS) -> None:
+        """Nothing opens before ``start``; a wrong Host name in ``options`` fails here."""
         self._store_path = Path(store_path)
-        self._key = key
-        self._tls = tls
-        self._notify_path = notify
-        self._playbooks_path = playbooks
-        self._rules = RuleFiles(rules, base=builtin_rules())
-        self._host = host
-        self._port = port
-        self._auth = not is_loopback(host) if auth is None else auth
+        self._options = options
+        self._rules = RuleFiles(options.rules, base=builtin_rules())
+        self._port = options.port
         #: Where the first start with auth wrote the admin token (None: one existed already).
         self.admin_token_file: Path | None = None
-        self._max_body_bytes = max_body_bytes
-        self._metrics_public = metrics_public
-        self._retention, self._disk_cap = retention, disk_cap
-        self._upkeep_interval_s = upkeep_interval_s
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         self._server: _Uvicorn | None = None
@@ -128,18 +92,19 @@ class ServerThread:
 
         Its threads block SIGINT/SIGTERM, so those reach the main thread and wake it.
         """
-        if not self._auth and not is_loopback(self._host):
+        o = self._options
+        if not o.requires_auth and not is_loopback(o.host):
             log.warning(
-                "serving %s without --auth: anyone who can reach it may do anything", self._host
+                "serving %s without --auth: anyone who can reach it may do anything", o.host
             )
         self._rules.load()  # a mistake in a rule file stops the start, before anything opens
-        if self._tls is not None:
-            self._tls.check()  # so does a certificate or key that cannot be loaded
-        notify = load_config(self._notify_path)  # so does one in the notifications file
-        playbooks = load_playbooks(self._playbooks_path) if self._playbooks_path else None
-        self._sock = _bind(self._host, self._port)  # a taken port leaves the store untouched
+        if o.tls is not None:
+            o.tls.check()  # so does a certificate or key that cannot be loaded
+        notify = load_config(o.notify)  # so does one in the notifications file
+        playbooks = load_playbooks(o.playbooks) if o.playbooks else None
+        self._sock = _bind(o.host, self._port)  # a taken port leaves the store untouched
         try:
-            self._store = Store(self._store_path, key=self._key)
+            self._store = Store(self._store_path, key=o.key)
         except BaseException:
             self._sock.close()
             raise
@@ -161,28 +126,23 @@ class ServerThread:
 
     def _serve(self, notify: NotifyConfig | None, playbooks: Playbooks | None) -> None:
         """Run the app over the bound socket and the open store in the server thread."""
+        o = self._options
         tokens = None
-        if self._auth:
+        if o.requires_auth:
             tokens = TokenBook(self._store)
             self.admin_token_file = ensure_admin_token(tokens, admin_token_path(self._store_path))
-        url = _url(self._sock, "https" if self._tls else "http")
+        url = _url(self._sock, "https" if o.tls else "http")
         app = create_app(
             self._store,
+            o,
             tokens=tokens,
-            max_body_bytes=self._max_body_bytes,
-            allowed_hosts=self._hosts,
             rules=self._rules,
             notify=served_at(notify, url),
             playbooks=playbooks,
-            checkpoint_interval_s=self._checkpoint_interval_s,
-            metrics_public=self._metrics_public,
-            retention=self._retention,
-            disk_cap=self._disk_cap,
-            upkeep_interval_s=self._upkeep_interval_s,
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
-        tls = self._tls.uvicorn_options() if self._tls else {}
+        tls = o.tls.uvicorn_options() if o.tls else {}
         config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, **tls)
         self._server = server = _Uvicorn(config, self._listening)
         self._thread = threading.Thread(
@@ -197,7 +157,7 @@ class ServerThread:
                 break
         if not server.started:
             self.stop()
-            raise RuntimeError(f"the collector on {self._host} failed to start (see the log)")
+            raise RuntimeError(f"the collector on {o.host} failed to start (see the log)")
         self.url = url
 
     def request_stop(self) -> None:
@@ -265,70 +225,15 @@ def _signals_for_main_thread_only() -> Iterator[None]:
 
 def serve(
     store_path: str | Path,
-    host: str = "127.0.0.1",
-    port: int = 7070,
-    auth: bool | None = None,
-    ready: threading.Event | None = None,
+    options: CollectorOptions = DEFAULT_OPTIONS,
     *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ready: threading.Event | None = None,
     out: Callable[[str], None] = print,
-    rules: Sequence[str | Path] = (),
-    notify: str | Path | None = None,
-    playbooks: str | Path | None = None,
-    key: EncryptionKey | None = None,
-    tls: ServerTls | None = None,
-    allowed_hosts: Sequence[str] = (),
-    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S,
-    metrics_public: bool = False,
-    retention: Retention = DEFAULT_RETENTION,
-    disk_cap: DiskCap | None = None,
-    upkeep_interval_s: float = 10.0,
 ) -> None:
-    """Run the collector until SIGINT/SIGTERM, then shut down gracefully (blocking).
-
-    Args:
-        store_path: the DuckDB file; created when missing.
-        host, port: where to listen; port 0 picks a free port.
-        auth: require tokens on every route but the probes and the page shell (None: on
-            whenever ``host`` is not a loopback address); the first start writes an admin
-            token beside the store and says where.
-        ready: set once the collector listens.
-        max_body_bytes: ingest bodies above this are refused with 413.
-        out: where the URL line goes.
-        rules: rule files added to the built-in pack (a rule of the same group and name
-            replaces the built-in one); re-read when they change.
-        notify: the notifications file: receivers, and routes of alerts to them.
-        playbooks: the playbooks file: the remediations alerts and people may run.
-        key: the store is an encrypted database under this key (None: a plain file).
-        tls: serve HTTPS with this certificate (and, with a client CA, mutual TLS).
-        allowed_hosts: names the collector is reached by, besides its bind address and
-            localhost (a request under another Host name is refused: DNS rebinding).
-        checkpoint_interval_s: seconds between checkpoints of the detection state.
-        metrics_public: /metrics answers without a token even with auth on (its figures name
-            no run nor project).
-        retention: how long raw samples, each rollup tier and ingested events are kept.
-        disk_cap: how large the store may grow (None: what its file system has room for);
-            the collector alerts at 80 % of it and sheds the oldest data near it.
-        upkeep_interval_s: how often retention runs and the store's size is measured.
-    """
-    server = ServerThread(
-        store_path,
-        host,
-        port,
-        auth=auth,
-        max_body_bytes=max_body_bytes,
-        rules=rules,
-        playbooks=playbooks,
-        notify=notify,
-        key=key,
-        tls=tls,
-        allowed_hosts=allowed_hosts,
-        checkpoint_interval_s=checkpoint_interval_s,
-        metrics_public=metrics_public,
-        retention=retention,
-        disk_cap=disk_cap,
-        upkeep_interval_s=upkeep_interval_s,
-    )
+    """Run the collector on ``store_path`` (created when missing) until SIGINT/SIGTERM, then
+    shut down gracefully (blocking). The first start with auth writes an admin token beside the
+    store and says where; ``ready`` is set once it listens; ``out`` gets the URL line."""
+    server = ServerThread(store_path, options)
     with _stop_on_signals(server.request_stop):
         server.start()
         try:
