@@ -93,6 +93,12 @@ class ApiSession:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self) -> ApiSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def response(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The collector's answer, whatever its status; a ClientError when none came."""
         if method in _RETRIED:
