@@ -189,7 +189,7 @@ def actions_run(
             raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
         given[key] = value
     with _client(server_url, token) as client:
-        made = client.request(playbook, given, dry_run)
+        made = client.request_action(playbook, given, dry_run)
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
 

@@ -5,7 +5,7 @@ by page, and every failure one line for the person at the terminal that never ho
 from __future__ import annotations
 
 from contextlib import suppress
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -93,7 +93,7 @@ class ApiSession:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> ApiSession:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
