@@ -110,8 +110,8 @@ def test_a_missing_or_wrong_token_says_so_and_never_shows_the_token(
 
 class _Front(http.server.BaseHTTPRequestHandler):
     """What may sit between a client and a collector: a 502 page for ``/runs``, a 200 that is
-    HTML for ``/alerts``, and on ``/tokens`` every other request dropped unanswered (a
-    kept-alive connection the collector closed as the request went out)."""
+    HTML for ``/alerts``, an object where ``/audit`` lists, and on ``/tokens`` every other
+    request dropped unanswered (a kept-alive connection closed as the request went out)."""
 
     server: _FrontServer
 
@@ -122,6 +122,9 @@ class _Front(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             self._send(200, "application/json", b"[]")
+            return
+        if self.path.startswith("/api/v1/audit"):
+            self._send(200, "application/json", b'{"records": []}')
             return
         page = b"<html>\n<body><h1>Bad Gateway</h1>\n" + b"x" * 400 + b"</body></html>"
         self._send(502 if self.path.startswith("/api/v1/runs") else 200, "text/html", page)
@@ -182,3 +185,15 @@ def test_an_answer_that_is_not_the_collectors_is_one_short_line(front: _FrontSer
     assert "\n" not in said and said.endswith("…") and len(said) < 260
     assert gateway.value.status == 502
     assert str(html.value).startswith("GET /api/v1/alerts: the answer is not JSON: <html> ")
+
+
+def test_a_list_route_that_answers_no_list_is_refused(front: _FrontServer) -> None:
+    with CollectorClient(_url(front)) as client, pytest.raises(ClientError) as odd:
+        client.audit()
+    assert str(odd.value) == "GET /api/v1/audit: the answer is not a list"
+
+
+@pytest.mark.parametrize("size", [0, 10_001])
+def test_a_page_size_the_routes_do_not_take_is_refused(size: int) -> None:
+    with pytest.raises(ValueError, match=f"a page holds 1 to 10,000 items, not {size}"):
+        ApiSession("http://127.0.0.1:7070", page_size=size)

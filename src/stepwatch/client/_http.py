@@ -16,10 +16,14 @@ __all__ = ["NEXT_CURSOR", "ApiSession", "ClientError"]
 
 #: The header a list route sends the next page's cursor in (absent on the last page).
 NEXT_CURSOR = "X-Next-Cursor"
-#: Reads, tried once more after a transport error: a kept-alive connection the collector
-#: closed (after an error of its own, or a restart) fails the first request sent on it. A
-#: request that changes something is never sent twice.
+#: Reads are sent once more when the connection was dropped under them: a kept-alive
+#: connection the collector closed (its idle timeout, an error of its own, a restart) as the
+#: request went out. A request that changes something is never sent twice, and a collector
+#: that refuses connections or does not answer in time is not asked again.
 _RETRIED = frozenset({"GET", "HEAD"})
+_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+#: The most items a list route gives in one page.
+MAX_PAGE = 10_000
 #: Characters of an answer that is not the collector's JSON error (a proxy's page) shown.
 _SHOWN = 200
 
@@ -81,6 +85,8 @@ class ApiSession:
         transport: httpx.BaseTransport | None = None,
         page_size: int = 1000,
     ) -> None:
+        if not 1 <= page_size <= MAX_PAGE:
+            raise ValueError(f"a page holds 1 to {MAX_PAGE:,} items, not {page_size}")
         self.url, self.page_size, self._has_token = url.rstrip("/"), page_size, bool(token)
         self._http = httpx.Client(
             base_url=self.url + "/api/v1",
@@ -101,13 +107,17 @@ class ApiSession:
 
     def response(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The collector's answer, whatever its status; a ClientError when none came."""
-        if method in _RETRIED:
-            with suppress(httpx.TransportError):
-                return self._http.request(method, path, **kwargs)
         try:
-            return self._http.request(method, path, **kwargs)
+            return self._send(method, path, kwargs)
         except httpx.TransportError as exc:
             raise ClientError(unreachable(self.url, exc)) from None
+
+    def _send(self, method: str, path: str, kwargs: dict[str, Any]) -> httpx.Response:
+        """One request; a read that a dropped connection lost is sent again, once."""
+        if method in _RETRIED:
+            with suppress(*_DROPPED):
+                return self._http.request(method, path, **kwargs)
+        return self._http.request(method, path, **kwargs)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON of a successful answer; a refusal is a ClientError with its reason."""
@@ -133,9 +143,12 @@ class ApiSession:
             size = self.page_size if limit is None else min(self.page_size, limit - len(items))
             query = {**params, "limit": size, **({"cursor": cursor} if cursor else {})}
             response = self.response("GET", path, params=query)
-            items.extend(self.decode(response))
+            page = self.decode(response)
+            if not isinstance(page, list):
+                raise ClientError(f"{_what(response)}: the answer is not a list")
+            items.extend(page)
             cursor = response.headers.get(NEXT_CURSOR)
-            if cursor is None:
+            if cursor is None or not page:
                 break
         return items
 
