@@ -43,10 +43,10 @@ def _alert(i: int) -> Event:
     return Event(T0 + i, "alert", "x", {"run": "r1"}, data)
 
 
-@pytest.fixture
-def seeded(collector_factory: Any) -> Any:
+@pytest.fixture(scope="module")
+def seeded(module_collector_factory: Any) -> Any:
     """A collector whose store already holds 12 actions and 23 alerts of run r1."""
-    collector = collector_factory()
+    collector = module_collector_factory()
     collector.stop()
     with Store(collector.store_path) as store:
         store.upsert_run(Run("r1", start=T0))
