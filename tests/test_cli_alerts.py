@@ -128,6 +128,15 @@ def test_alerts_without_the_token_fails_with_the_collectors_reason(collector: An
     assert "401" in result.output and "bearer token" in result.output
 
 
+def test_a_wrong_token_is_refused_in_one_line_that_does_not_show_it(collector: Any) -> None:
+    wrong = "sw_" + "guessed" * 6
+    for args in (("alerts",), ("top", "--once"), ("token", "list")):
+        result = _cli(*args, "--server", collector.url, "--token", wrong)
+        assert result.exit_code == 1 and wrong not in result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith("Error: GET /api/v1/") and line.endswith(": HTTP 401: unknown token")
+
+
 def test_a_collector_nobody_runs_is_one_line_saying_what_to_do(port: int) -> None:
     url = f"http://127.0.0.1:{port}"
     for args in (("alerts",), ("top", "--once")):

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwatch.server._actions_client import action_text
+from stepwatch.cli._tables import action_text
 
 OWN, OTHER = "default", "other"
 WAIT_S = 30.0

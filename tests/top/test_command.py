@@ -93,22 +93,31 @@ class Terminal:
                     break
         assert text.encode() in self.seen, self.seen.decode(errors="replace")[-2000:]
 
+    def _drain(self, timeout_s: float) -> None:
+        """Keep what the process printed, waiting up to ``timeout_s`` for the first of it."""
+        while select.select([self.fd], [], [], timeout_s)[0]:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # the child closed the terminal
+                return
+            if not chunk:
+                return
+            self.seen += chunk
+            timeout_s = 0
+
     def exit_code(self) -> int:
-        """Wait for the process to end, then keep what it printed last."""
+        """Wait for the process to end, reading its screen meanwhile (a view whose terminal
+        nobody reads blocks in its next frame, before it sees a key), then keep the rest."""
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
         try:
-            return self.proc.wait(timeout=EXIT_TIMEOUT_S)
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                self._drain(0.1)
+            return self.proc.wait(timeout=0)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-            while select.select([self.fd], [], [], 0)[0]:
-                try:
-                    chunk = os.read(self.fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                self.seen += chunk
+            self._drain(0)
             os.close(self.fd)
 
 

@@ -8,13 +8,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
 
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
+    from ..client import CollectorClient
     from ..spool import ClientTls
     from ..store import StoreError
 
@@ -229,16 +230,21 @@ def _client_options(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 @contextmanager
-def _client(server_url: str, token: str | None) -> Iterator[Any]:
-    """A client of the collector's alerts, silences, actions and audit API.
-
-    Its errors become one line for the user instead of a traceback.
-    """
-    from ..server._actions_client import ActionsClient
-    from ..server._alerts_client import ClientError
+def _client_errors() -> Iterator[None]:
+    """A collector that cannot be reached or refuses: its one line, not a traceback."""
+    from ..client import ClientError
 
     try:
-        with ActionsClient(server_url, token, tls=_client_tls()) as client:
-            yield client
+        yield
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@contextmanager
+def _client(server_url: str, token: str | None) -> Iterator[CollectorClient]:
+    """The client of the collector's API with the running command's TLS options; its errors
+    are one line for the user."""
+    from ..client import CollectorClient
+
+    with _client_errors(), CollectorClient(server_url, token, tls=_client_tls()) as client:
+        yield client

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 from ._base import (
     _clear_errors,
     _client,
+    _client_errors,
     _client_options,
     _client_tls,
     _store_option,
@@ -72,7 +73,7 @@ def alerts(
     as_json: bool,
 ) -> None:
     """List the collector's alerts (latest state of each), newest first, or their groups."""
-    from ..server._alerts_client import alert_groups_table, alerts_table, unknown_group_labels
+    from ._tables import alert_groups_table, alerts_table, unknown_group_labels
 
     with _client(server_url, token) as client:
         if not group_by:
@@ -100,7 +101,7 @@ def silence_add(
 ) -> None:
     """Silence alerts matching every MATCHER (label=value, !=, =~regex, !~regex)."""
     from ..detect import parse_duration
-    from ..server._alerts_client import human_time
+    from ._tables import human_time
 
     try:
         seconds = parse_duration(duration)
@@ -119,7 +120,7 @@ def silence_add(
 @_json_option
 def silence_list(include_ended: bool, server_url: str, token: str | None, as_json: bool) -> None:
     """List the silences in force (or all of them)."""
-    from ..server._alerts_client import silences_table
+    from ._tables import silences_table
 
     with _client(server_url, token) as client:
         found = client.silences(include_ended)
@@ -150,7 +151,7 @@ def actions_list(
     server_url: str, token: str | None, run_id: str | None, state: str | None, as_json: bool
 ) -> None:
     """List the actions, newest first."""
-    from ..server._actions_client import actions_table
+    from ._tables import actions_table
 
     with _client(server_url, token) as client:
         found = client.actions(run=run_id, state=state)
@@ -162,7 +163,7 @@ def actions_list(
 @_client_options
 def actions_show(action_id: str, server_url: str, token: str | None) -> None:
     """Show action ACTION_ID: its command, state, who asked and decided, its output's end."""
-    from ..server._actions_client import action_text
+    from ._tables import action_text
 
     with _client(server_url, token) as client:
         click.echo(action_text(client.action(action_id)))
@@ -188,7 +189,7 @@ def actions_run(
             raise click.BadParameter(f"{item!r} must look like key=value", param_hint="LABELS")
         given[key] = value
     with _client(server_url, token) as client:
-        made = client.request(playbook, given, dry_run)
+        made = client.request_action(playbook, given, dry_run)
     click.echo(f"action {made['id']} {made['state']}: {made['command']}")
 
 
@@ -239,7 +240,7 @@ def audit(
     """Print the audit trail, newest first: who acted, on what, why, with what result; then
     the head of the records' hash chain, to write down elsewhere (`audit verify` checks it)."""
     from ..act import AUDIT_ACTIONS
-    from ..server._actions_client import audit_table
+    from ._tables import audit_table
 
     if ctx.invoked_subcommand is not None:
         return
@@ -286,9 +287,7 @@ def top(
     run_id: str | None, server_url: str, token: str | None, interval: float, once: bool
 ) -> None:
     """Live terminal view of RUN (default: the latest running one); q or Ctrl-C quits."""
-    from ..top import TopError, watch
+    from ..top import watch
 
-    try:
+    with _client_errors():
         watch(server_url, run_id, token=token, tls=_client_tls(), interval_s=interval, once=once)
-    except TopError as exc:
-        raise click.ClickException(str(exc)) from None

@@ -124,11 +124,11 @@ def list_tokens(
     """Every token: id, name, role, projects, and whether it is active."""
     from rich.console import Console
 
-    from ..server._alerts_client import _table, human_time
+    from ._tables import human_time, titled_table
 
     with _tokens(store_path, encryption_key, server_url, token) as place:
         found = place.tokens()
-    table = _table("tokens", ("id", "name", "role", "projects", "created", "state"))
+    table = titled_table("tokens", ("id", "name", "role", "projects", "created", "state"))
     for t in found:
         state = "active"
         if t["revoked"] is not None:

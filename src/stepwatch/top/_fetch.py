@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from .._text import unreachable
 from .._tls import ClientTls
+from ..client import ClientError, CollectorClient
 from ..wire import parse_value
 from ._alerts import alerts_from_api
 from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
@@ -39,8 +39,9 @@ _PHASES = {
 }
 
 
-class TopError(Exception):
-    """Something the person running `stepwatch top` must fix: the address, the token, the run."""
+#: The error of the collector's client, under the name top's callers catch: the address, the
+#: token or the run is for the person running `stepwatch top` to fix.
+TopError = ClientError
 
 
 def _value(raw: Any) -> float:
@@ -72,18 +73,13 @@ class TopClient:
         clock: Callable[[], float] = time.time,
         timeout_s: float = 10.0,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(
-            base_url=server.rstrip("/") + "/api/v1",
-            headers=headers,
-            verify=(tls or ClientTls()).verify(server),
-            transport=transport,
-            timeout=timeout_s,
+        self._api = CollectorClient(
+            server, token, tls=tls, transport=transport, timeout_s=timeout_s
         )
-        self._server, self._clock = server, clock
+        self._server, self._clock = self._api.url, clock
 
     def close(self) -> None:
-        self._http.close()
+        self._api.close()
 
     def __enter__(self) -> TopClient:
         return self
@@ -91,34 +87,9 @@ class TopClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _response(self, path: str, params: dict[str, Any]) -> httpx.Response:
-        """GET once more after a transport error: a kept-alive connection the collector closed
-        (after an error of its own, or a restart) fails the first request sent on it."""
-        for attempt in range(2):
-            try:
-                response = self._http.get(path, params=params)
-                break
-            except httpx.TransportError as exc:
-                if attempt:
-                    raise TopError(unreachable(self._server, exc)) from None
-        if response.status_code == 401:
-            raise TopError(f"{self._server} needs a token: pass --token or set STEPWATCH_TOKEN")
-        return response
-
-    def _get(self, path: str, **params: Any) -> Any:
-        """GET a JSON answer; any error status is a TopError."""
-        return self._json(self._response(path, params))
-
-    @staticmethod
-    def _json(response: httpx.Response) -> Any:
-        if response.is_error:
-            where = response.request.url.path
-            raise TopError(f"GET {where}: HTTP {response.status_code} {response.text[:200]}")
-        return response.json()
-
     def pick_run(self) -> str:
         """The most recently started running run; the most recent run when none is running."""
-        runs = self._get("/runs")
+        runs = self._api.runs()
         if not runs:
             raise TopError(f"{self._server} has no runs yet")
         running = [r for r in runs if r.get("status") == "running"] or runs
@@ -126,11 +97,13 @@ class TopClient:
 
     def snapshot(self, run_id: str) -> Snapshot:
         """The run's state now: its record, its newest samples, recent history, open alerts."""
-        response = self._response(f"/runs/{run_id}", {})
-        if response.status_code == 404:
-            raise TopError(f"{self._server} has no run {run_id!r}")
-        run = self._json(response)
-        latest = self._get("/query/latest", run=run_id)
+        try:
+            run = self._api.run(run_id)
+        except ClientError as exc:
+            if exc.status == 404:
+                raise TopError(f"{self._server} has no run {run_id!r}") from None
+            raise
+        latest = self._api.latest(run_id)
         train = _newest_by_name(latest)
         last_ts = max((float(r["ts"]) for r in latest), default=None)
         steps_per_s, loss_recent = self._recent_loss(run_id, train.get("train.loss"))
@@ -159,11 +132,11 @@ class TopClient:
         if newest is None:
             return None, ()
         labels = [f"{k}:{v}" for k, v in newest["labels"].items() if k != "run"]
-        found = self._get("/series", name="train.loss", run=run_id, label=labels)
+        found = self._api.series("train.loss", run_id, labels)
         if not found:
             return None, ()
         start = float(newest["ts"]) - RECENT_S
-        raw = self._get("/query/raw", series=found[0]["id"], start=start)
+        raw = self._api.raw(found[0]["id"], start)
         ts, steps = raw["ts"], raw["step"]
         values = [_value(v) for v in raw["value"]]
         every = max(1, math.ceil(len(values) / SPARK_POINTS))
@@ -175,7 +148,7 @@ class TopClient:
 
     def _median(self, run_id: str, name: str, start: float, q: str) -> dict[str, float]:
         """Quantiles ``q`` of a metric across ranks since ``start`` (the fullest bucket's)."""
-        groups = self._get("/query/percentiles", name=name, run=run_id, start=start, q=q, points=1)
+        groups = self._api.percentiles(name, run_id, start, q, points=1)
         buckets = [
             (count, {key: _value(col[i]) for key, col in g["q"].items()})
             for g in groups
@@ -196,10 +169,12 @@ class TopClient:
 
     def _alerts(self, run_id: str) -> tuple[AlertRow, ...] | None:
         """Open alerts from the alerts API; None when the collector has none (404)."""
-        response = self._response("/alerts", {"run": run_id, "state": "open"})
-        if response.status_code == 404:
-            return None
-        return alerts_from_api(self._json(response))
+        try:
+            return alerts_from_api(self._api.alerts(run=run_id, state="open"))
+        except ClientError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
 
 def _newest(train: dict[str, dict[str, Any]], name: str) -> float | None:
