@@ -1,6 +1,7 @@
 """Finding what goes wrong in a training run: streaming detectors, the rule language, alert
 lifecycle, silences and inhibition, and reading recorded runs for replay."""
 
+from ..config import parse_duration
 from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict, Warmup
@@ -55,7 +56,6 @@ from ._scoring import (
 from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
 from ._templates import check_template, render
-from ._yaml_fields import parse_duration
 
 __all__ = [
     "ALERT_EVENT",

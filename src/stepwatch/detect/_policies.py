@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ._yaml_fields import At
+from ..config import At
 
 __all__ = [
     "COMMAND_ACTIONS",

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config import At, compose, read_config
 from ..model import NO_STEP, Event, SampleBatch, SeriesKey
 from ._engine import Alert, Engine
 from ._lifecycle import AlertState
 from ._rules import RuleError, RuleSet, load_rules
-from ._yaml_fields import At, compose, read_config
 
 __all__ = ["RuleTestResult", "run_rule_tests"]
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._regex import compile_regex
+from ..config import At, Problems, RuleError, compose, read_config
 from ..model import canonical_name, validate_label
 from ._policies import Policies, parse_policies
 from ._templates import check_template
-from ._yaml_fields import At, Problems, RuleError, compose, read_config
 
 __all__ = [
     "SEVERITIES",
