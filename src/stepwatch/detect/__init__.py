@@ -14,16 +14,6 @@ from ._lifecycle import AlertState, Lifecycle, Transition
 from ._live import LiveDetector, LiveStats, ReloadOutcome
 from ._live_alert import ALERT_EVENT, LiveAlert, alert_id
 from ._peers import PeerComparison, PeerVerdict
-from ._policies import (
-    COMMAND_ACTIONS,
-    NOTIFY,
-    POLICY_ACTIONS,
-    Policies,
-    Policy,
-    PolicyStep,
-    command_args,
-    parse_policies,
-)
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._recovery import Recovery
 from ._registry import DETECTORS
@@ -59,14 +49,11 @@ from ._templates import check_template, render
 
 __all__ = [
     "ALERT_EVENT",
-    "COMMAND_ACTIONS",
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
     "INCIDENT_GAP_S",
     "LOG_REPEAT_S",
     "MAD_SCALE",
-    "NOTIFY",
-    "POLICY_ACTIONS",
     "SEVERITIES",
     "SILENCE_EVENT",
     "SILENCE_EXPIRED_EVENT",
@@ -101,9 +88,6 @@ __all__ = [
     "NonFinite",
     "PeerComparison",
     "PeerVerdict",
-    "Policies",
-    "Policy",
-    "PolicyStep",
     "Plateau",
     "RecordingError",
     "RecordingInfo",
@@ -132,13 +116,11 @@ __all__ = [
     "alert_id",
     "builtin_rules",
     "check_template",
-    "command_args",
     "describe",
     "group_alerts",
     "inhibited",
     "load_rules",
     "parse_duration",
-    "parse_policies",
     "parse_rules",
     "read_alerts",
     "read_recorded",

@@ -24,13 +24,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._regex import compile_regex
 from ..config import At, Problems, RuleError, compose, read_config
 from ..model import canonical_name, validate_label
-from ._policies import Policies, parse_policies
 from ._templates import check_template
+
+if TYPE_CHECKING:
+    from ..act import Policies
 
 __all__ = [
     "SEVERITIES",
@@ -386,6 +388,9 @@ def _groups(at: At, detectors: Detectors, problems: Problems) -> list[Rule]:
 
 def parse_rules(text: str, source: str, detectors: Detectors) -> RuleSet:
     """Validate a rule file's text; the RuleError raised lists every mistake, in line order."""
+    # The policy language is act's, and act reads detect's alerts: imported once a file is read.
+    from ..act import parse_policies
+
     root = compose(text, source)
     if root is None:
         raise RuleError(source, None, "", "the file is empty: expected 'groups:'")
