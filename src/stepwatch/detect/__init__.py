@@ -5,6 +5,7 @@ from ..config import parse_duration
 from ._absence import Absence, AbsenceFinding
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._base import Detector, Direction, Verdict, Warmup
+from ._builtin import builtin_rules
 from ._detector_iqr import IqrFence
 from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
 from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
@@ -17,7 +18,7 @@ from ._peers import PeerComparison, PeerVerdict
 from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
 from ._recovery import Recovery
 from ._registry import DETECTORS
-from ._replay import builtin_rules, replay, to_record
+from ._replay import replay, to_record
 from ._rule_files import RuleFiles
 from ._rule_tests import RuleTestResult, run_rule_tests
 from ._rules import (

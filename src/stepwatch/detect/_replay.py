@@ -7,26 +7,16 @@ fresh engine, as a live run would.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from importlib import resources
 from pathlib import Path
 
 from ._alerts_io import AlertRecord
 from ._engine import Alert, Engine
 from ._lifecycle import AlertState
 from ._recorded import read_recorded
-from ._registry import DETECTORS
-from ._rules import RuleSet, parse_rules
+from ._rules import RuleSet
 from ._silences import DEFAULT_INHIBITIONS, Inhibition, RecentlyResolved, inhibited
 
-__all__ = ["BUILTIN_RULES", "builtin_rules", "replay", "to_record"]
-
-BUILTIN_RULES = "builtin.yaml"
-
-
-def builtin_rules() -> RuleSet:
-    """The built-in rule pack shipped with stepwatch."""
-    text = resources.files(__package__).joinpath(BUILTIN_RULES).read_text(encoding="utf-8")
-    return parse_rules(text, f"stepwatch/detect/{BUILTIN_RULES}", DETECTORS)
+__all__ = ["replay", "to_record"]
 
 
 def replay(
