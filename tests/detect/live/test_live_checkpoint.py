@@ -114,6 +114,22 @@ def test_a_restored_detector_goes_on_as_one_that_never_stopped(
     assert _transitions(first_life) + _transitions(second_life) == _transitions(whole)
 
 
+def test_a_checkpoint_of_rules_with_a_policies_section_is_read_back(
+    started: list[LiveDetector], tmp_path: Path
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text(
+        "policies:\n  rules:\n"
+        "    - {name: spike, kinds: [loss_spike], steps: [{action: checkpoint}]}\n"
+    )
+    rules = RuleFiles([path], base=builtin_rules())
+    first = _run(started, LiveDetector(rules, Recorder(), monotonic=_clock), _training(0, 300))
+    second = LiveDetector(rules, Recorder(), monotonic=_clock)
+    second.restore(first.snapshot())  # the policies are act's classes: read back all the same
+    started.append(second.start())
+    assert second.warming_up() == first.warming_up()
+
+
 def test_a_rule_changed_between_lives_restarts_and_the_others_keep_their_alerts(
     started: list[LiveDetector], tmp_path: Path
 ) -> None:

@@ -8,7 +8,8 @@ each, to keep in step with the code by hand and to get wrong on the rarely
 taken path. A pickle of the objects themselves round-trips exactly what runs.
 
 Why it is safe to read back: the unpickler resolves only classes of the
-detection package and of the shared model, numpy's array and scalar
+detection package, of the policy language (a rule set carries its policies
+section) and of the shared model, numpy's array and scalar
 reconstructors and a few plain containers, so a tampered store can build
 objects but never call anything else. What belongs to this life rather than
 to the state (the detector constructors, the wall clock, compiled RE2
@@ -40,7 +41,7 @@ FORMAT = 2
 _MAGIC = b"stepwatch-detection"
 
 _REGEX_TYPE = type(compile_regex("x"))
-_PACKAGES = ("stepwatch.detect.", "stepwatch.model")
+_PACKAGES = ("stepwatch.detect.", "stepwatch.act._policies", "stepwatch.model")
 _ALLOWED: frozenset[tuple[str, str]] = frozenset(
     [(f"numpy{m}.multiarray", n) for m in ("._core", ".core") for n in ("_reconstruct", "scalar")]
     + [(f"numpy{m}.numeric", "_frombuffer") for m in ("._core", ".core")]
