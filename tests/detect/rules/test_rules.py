@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stepwatch.detect.rules._rules import Comparison, LogMatch, RuleError, load_rules, parse_rules
+from stepwatch.detect import Comparison, LogMatch, RuleError, load_rules, parse_rules
 from stepwatch.detect.rules._templates import check_template, render
 
 

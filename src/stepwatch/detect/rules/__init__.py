@@ -2,8 +2,7 @@
 files overlaid on it, and the templates of alert annotations. It never runs a rule."""
 
 from ._builtin import builtin_rules
-from ._rule_files import RuleFiles
-from ._rules import (
+from ._rule import (
     SEVERITIES,
     Comparison,
     LogMatch,
@@ -11,9 +10,9 @@ from ._rules import (
     RuleSet,
     Signal,
     across_members,
-    load_rules,
-    parse_rules,
 )
+from ._rule_files import RuleFiles
+from ._rules import load_rules, parse_rules
 from ._templates import check_template, render
 
 __all__ = [
