@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepwatch.act import ACTION_EVENT, AUDIT_EVENT, COMMAND_ACK_EVENT, COMMAND_EVENT
 from stepwatch.detect import ALERT_EVENT, SILENCE_EVENT, SILENCE_EXPIRED_EVENT
-from stepwatch.detect._live import RULES_ERROR_EVENT, RULES_LOADED_EVENT
+from stepwatch.detect.live._live import RULES_ERROR_EVENT, RULES_LOADED_EVENT
 from stepwatch.model import RECORD_KINDS
 from stepwatch.server._detection import ACK_EVENT
 

@@ -11,9 +11,10 @@ from stepwatch.act import (
     AUDIT_EVENT,
     AuditRecord,
     CommandBook,
+    Policies,
     PolicyEngine,
 )
-from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
+from stepwatch.detect import DETECTORS, AlertState, LiveAlert, parse_rules
 from stepwatch.model import Event, RecordBatch
 from stepwatch.store import Store
 

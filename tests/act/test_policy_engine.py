@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from stepwatch.act import AUDIT_EVENT, AuditRecord
-from stepwatch.detect import AlertState, Policies
+from stepwatch.act import AUDIT_EVENT, AuditRecord, Policies
+from stepwatch.detect import AlertState
 
 from ._policy_parts import Harness, alert, policies
 

@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from stepwatch.act import Policies, Policy, PolicyStep
 from stepwatch.detect import (
     DETECTORS,
-    Policies,
-    Policy,
-    PolicyStep,
     RuleError,
     RuleFiles,
     builtin_rules,

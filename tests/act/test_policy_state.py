@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord
-from stepwatch.detect import DETECTORS, AlertState, LiveAlert, Policies, parse_rules
+from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord, Policies
+from stepwatch.detect import DETECTORS, AlertState, LiveAlert, parse_rules
 from stepwatch.store import Store
 
 from ._policy_parts import T0, Harness, alert, policies

@@ -13,8 +13,9 @@ from stepwatch.detect import builtin_rules, replay, score, to_record
 #: Simulated seconds after the fault begins: the slowest kind here (heat) is due 400 s after.
 AFTER_S = 480.0
 #: The kinds due within minutes of their start on any cluster. The others are graded by
-#: tests/detect/test_quality.py: slow ones (a leak is found over an hour), a node's collectives
-#: against its peers (three nodes at least) and a slow checkpoint (it shows at the next one).
+#: tests/detect/replay/test_quality.py: slow ones (a leak is found over an hour), a node's
+#: collectives against its peers (three nodes at least) and a slow checkpoint (it shows at the
+#: next one).
 QUICK_KINDS = [
     kind
     for kind, spec in FAULT_SPECS.items()

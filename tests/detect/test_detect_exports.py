@@ -1,7 +1,7 @@
 """The detect package exports what it means to; the registry holds the detectors rules name."""
 
 import stepwatch.detect as detect
-from stepwatch.detect._rules import across_members
+from stepwatch.detect.rules import across_members
 
 
 def test_exports_resolve_and_detectors_are_registered() -> None:

@@ -18,6 +18,15 @@ from ._notify_dispatch import Dispatch
 from ._notify_message import Notification
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError, Prepared
 from ._playbook_file import Playbooks, load_playbooks, parse_playbooks
+from ._policies import (
+    COMMAND_ACTIONS,
+    NOTIFY,
+    POLICY_ACTIONS,
+    Policies,
+    Policy,
+    PolicyStep,
+    parse_policies,
+)
 from ._policy import PolicyEngine
 from ._receivers import (
     SIGNATURE_HEADER,
@@ -73,7 +82,14 @@ __all__ = [
     "PLAYBOOK_KINDS",
     "Playbook",
     "PlaybookError",
+    "COMMAND_ACTIONS",
+    "NOTIFY",
+    "POLICY_ACTIONS",
+    "Policies",
+    "Policy",
     "PolicyEngine",
+    "PolicyStep",
+    "parse_policies",
     "Playbooks",
     "Prepared",
     "Remediation",

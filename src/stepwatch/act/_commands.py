@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..detect import COMMAND_ACTIONS
-from ..detect import command_args as checked_args
 from ..model import Event
 from ._audit import AuditRecord
+from ._policies import COMMAND_ACTIONS
+from ._policies import command_args as checked_args
 
 __all__ = [
     "ACK_RESULTS",

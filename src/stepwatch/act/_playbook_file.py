@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..detect._yaml_fields import At, Problems, RuleError, compose, read_config
+from ..config import At, Problems, RuleError, compose, read_config
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError
 
 __all__ = ["Playbooks", "load_playbooks", "parse_playbooks"]

@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from .._periodic import Periodic
-from ..detect import AlertState, LiveAlert, Policies, Policy, PolicyStep
+from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
 from ._commands import CommandBook
+from ._policies import Policies, Policy, PolicyStep
 from ._policy_state import Escalation, PolicyState
 from ._state import History, audits
 

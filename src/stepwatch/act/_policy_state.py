@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..detect import LiveAlert, Policies, Policy
+from ..detect import LiveAlert
 from ._audit import AuditRecord
+from ._policies import Policies, Policy
 from ._state import alert_of, decode, encode, malformed
 
 __all__ = ["Escalation", "Past", "PolicyState"]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._redact import redact_url
+from ..config import At, Problems, RuleError, compose, read_config
 from ..detect import Matcher
-from ..detect._yaml_fields import At, Problems, RuleError, compose, read_config
 from ._receivers import Receiver, Retry, SlackReceiver, WebhookReceiver
 from ._receivers_alertmanager import AlertmanagerReceiver
 from ._receivers_mail import EmailReceiver

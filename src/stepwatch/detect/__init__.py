@@ -1,72 +1,93 @@
-"""Finding what goes wrong in a training run: streaming detectors, the rule language, alert
-lifecycle, silences and inhibition, and reading recorded runs for replay."""
+"""Finding what goes wrong in a training run, one package per job: detectors, the rule language,
+the engine, the live runtime in the collector, what becomes of alerts (silences, inhibition,
+grouping), and replay and scoring over recorded runs."""
 
-from ._absence import Absence, AbsenceFinding
-from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
-from ._base import Detector, Direction, Verdict, Warmup
-from ._detector_iqr import IqrFence
-from ._detector_trend import Plateau, Rise, TrendSlope, TrendVerdict
-from ._detectors import MAD_SCALE, Cusum, HoldFor, NonFinite, RobustZ, Share, Threshold
-from ._engine import LOG_REPEAT_S, Alert, Engine
-from ._grouping import AlertGroup, group_alerts
-from ._lifecycle import AlertState, Lifecycle, Transition
-from ._live import LiveDetector, LiveStats, ReloadOutcome
-from ._live_alert import ALERT_EVENT, LiveAlert, alert_id
-from ._peers import PeerComparison, PeerVerdict
-from ._policies import (
-    COMMAND_ACTIONS,
-    NOTIFY,
-    POLICY_ACTIONS,
-    Policies,
-    Policy,
-    PolicyStep,
-    command_args,
-    parse_policies,
+from ..config import RuleError, parse_duration
+from .alerts import (
+    DEFAULT_INHIBITIONS,
+    SILENCE_EVENT,
+    SILENCE_EXPIRED_EVENT,
+    AlertGroup,
+    AlertRecord,
+    AlertsFormatError,
+    Inhibition,
+    Matcher,
+    Silence,
+    SilenceBook,
+    SilenceEntry,
+    group_alerts,
+    inhibited,
+    read_alerts,
+    write_alerts,
 )
-from ._recorded import Chunk, RecordingError, RecordingInfo, describe, read_recorded
-from ._recovery import Recovery
-from ._registry import DETECTORS
-from ._replay import builtin_rules, replay, to_record
-from ._rule_files import RuleFiles
-from ._rule_tests import RuleTestResult, run_rule_tests
-from ._rules import (
-    SEVERITIES,
-    Comparison,
-    LogMatch,
-    Rule,
-    RuleError,
-    RuleSet,
-    Signal,
-    load_rules,
-    parse_rules,
+from .detectors import (
+    DETECTORS,
+    MAD_SCALE,
+    Absence,
+    AbsenceFinding,
+    Cusum,
+    Detector,
+    Direction,
+    HoldFor,
+    IqrFence,
+    NonFinite,
+    PeerComparison,
+    PeerVerdict,
+    Plateau,
+    Rise,
+    RobustZ,
+    Share,
+    Threshold,
+    TrendSlope,
+    TrendVerdict,
+    Verdict,
+    Warmup,
 )
-from ._scoring import (
+from .engine import LOG_REPEAT_S, Alert, AlertState, Engine, Lifecycle, Transition
+from .live import ALERT_EVENT, LiveAlert, LiveDetector, LiveStats, Recovery, ReloadOutcome, alert_id
+from .replay import (
     INCIDENT_GAP_S,
     WINDOW_AFTER_S,
     WINDOW_BEFORE_S,
+    Chunk,
     Incident,
     KindScore,
     Label,
     LabelOutcome,
+    RecordingError,
+    RecordingInfo,
+    RuleTestResult,
     Scenario,
     Score,
+    describe,
+    read_recorded,
+    replay,
+    run_rule_tests,
     score,
+    to_record,
 )
-from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
-from ._silences import DEFAULT_INHIBITIONS, Inhibition, Matcher, Silence, inhibited
-from ._templates import check_template, render
-from ._yaml_fields import parse_duration
+from .rules import (
+    SEVERITIES,
+    Comparison,
+    LogMatch,
+    Rule,
+    RuleFiles,
+    RuleSet,
+    Signal,
+    builtin_rules,
+    check_template,
+    load_rules,
+    parse_rules,
+    render,
+)
 
 __all__ = [
     "ALERT_EVENT",
-    "COMMAND_ACTIONS",
     "DEFAULT_INHIBITIONS",
     "DETECTORS",
     "INCIDENT_GAP_S",
     "LOG_REPEAT_S",
     "MAD_SCALE",
-    "NOTIFY",
-    "POLICY_ACTIONS",
     "SEVERITIES",
     "SILENCE_EVENT",
     "SILENCE_EXPIRED_EVENT",
@@ -101,9 +122,6 @@ __all__ = [
     "NonFinite",
     "PeerComparison",
     "PeerVerdict",
-    "Policies",
-    "Policy",
-    "PolicyStep",
     "Plateau",
     "RecordingError",
     "RecordingInfo",
@@ -132,13 +150,11 @@ __all__ = [
     "alert_id",
     "builtin_rules",
     "check_template",
-    "command_args",
     "describe",
     "group_alerts",
     "inhibited",
     "load_rules",
     "parse_duration",
-    "parse_policies",
     "parse_rules",
     "read_alerts",
     "read_recorded",

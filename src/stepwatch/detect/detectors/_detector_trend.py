@@ -1,0 +1,319 @@
+"""Slow-moving detectors: trend slope (leaks, divergence, forecasts) and loss plateaus."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._base import (
+    BaselineVerdict,
+    Bools,
+    Detector,
+    Direction,
+    Floats,
+    Verdict,
+    Warmup,
+    check_direction,
+    decayed_cumsum,
+    directed,
+)
+from ._detectors import MAD_SCALE
+
+HOUR_S = 3600.0
+_MIN_SEEN = 10  # samples counted before any is judged an outlier
+_FLAT = 1e-9  # a relative fall this small is none, even where a noise-free fit has no error
+
+
+@dataclass(frozen=True)
+class TrendVerdict(Verdict):
+    """A trend verdict with the fit behind it: slope, level now and time to the target."""
+
+    slope_per_h: Floats
+    level: Floats
+    time_to_target_s: Floats
+
+    @property
+    def baseline(self) -> Floats:
+        """The fitted level: what the trend is measured against."""
+        return self.level
+
+
+class TrendSlope(Detector):
+    """Exponentially weighted linear regression of value on data time.
+
+    Score is the slope relative to the fitted level, in % per hour (``direction`` signed); a
+    sample is anomalous when it reaches ``threshold_pct_per_h`` (default: a 5 %/h memory leak).
+    With a ``target``, ``time_to_target_s`` says when the fitted line crosses it (inf when
+    moving away); with a ``horizon_s`` too, a sample is anomalous instead when that crossing is
+    due within the horizon (a disk predicted to fill). Weights halve every ``halflife_s``
+    seconds of data time (default half an hour: an effective span of about an hour for a
+    per-hour rate); nothing is scored before ``warmup_s`` (default half a half-life) of data,
+    since a slope from seconds of noise means nothing.
+
+    A gap in the data longer than the warm-up keeps what was learnt before it (decayed by the
+    gap's length, as any older data) but warms up again after it, visibly (``warming_up``):
+    the first few samples after a long gap would otherwise tilt the line on their own noise.
+    Shorter gaps, lost samples and a changed sampling interval only change how many samples
+    the fit has.
+    """
+
+    _state_keys = ("sums", "t_prev", "t_warm")
+
+    def __init__(
+        self,
+        halflife_s: float = HOUR_S / 2,
+        threshold_pct_per_h: float = 5.0,
+        direction: Direction = "up",
+        target: float | None = None,
+        warmup_s: float | None = None,
+        horizon_s: float | None = None,
+    ) -> None:
+        super().__init__()
+        check_direction(direction)
+        if halflife_s <= 0 or threshold_pct_per_h <= 0:
+            raise ValueError("halflife_s and threshold_pct_per_h must be > 0")
+        if horizon_s is not None and (target is None or horizon_s <= 0):
+            raise ValueError("horizon_s needs a target and must be > 0")
+        self.horizon_s = horizon_s
+        self.threshold, self.direction, self.target = threshold_pct_per_h, direction, target
+        self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
+        self._rate = math.log(2.0) / halflife_s
+        self.sums = np.zeros(5)  # weights of 1, x, x^2, y, x*y with x in hours since t_prev
+        self.t_prev = math.nan
+        self.t_warm = math.nan  # when the stretch of data without a long gap began
+
+    def _score(self, ts: Floats, value: Floats) -> TrendVerdict:
+        if math.isnan(self.t_warm) and ts.size:
+            self.t_prev = self.t_warm = float(ts[0])
+        origin = self.t_prev
+        gaps = np.diff(np.concatenate([[origin], ts])) if ts.size else ts
+        x = (ts - origin) / HOUR_S
+        rows = np.vstack([np.ones_like(x), x, x * x, value, x * value])
+        sums = decayed_cumsum(rows, -self._rate * gaps, self.sums)
+        slope, level = _fit(sums, x)
+        since = self._stretches(ts, gaps)
+        slope = np.where(ts - since >= self.warmup_s, slope, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = directed(100.0 * slope / np.abs(level), self.direction)
+        if ts.size:
+            self.sums = _recentred(sums[:, -1], float(x[-1]))
+            self.t_prev = float(ts[-1])
+        due = self._time_to_target(slope, level)
+        anomalous = score >= self.threshold if self.horizon_s is None else due <= self.horizon_s
+        return TrendVerdict(
+            score=score,
+            anomalous=anomalous,
+            slope_per_h=slope,
+            level=level,
+            time_to_target_s=due,
+        )
+
+    def _stretches(self, ts: Floats, gaps: Floats) -> Floats:
+        """When each sample's stretch of data began: after the last gap longer than the
+        warm-up (or at the first sample)."""
+        after_gap = gaps > self.warmup_s
+        begun = np.where(after_gap, ts, -np.inf)
+        since = np.maximum(np.maximum.accumulate(begun), self.t_warm) if ts.size else ts
+        if ts.size:
+            self.t_warm = float(since[-1])
+        return since
+
+    def warming_up(self) -> Warmup | None:
+        seen = 0.0 if math.isnan(self.t_warm) else self._last_ts - self.t_warm
+        return Warmup(round(seen, 1), self.warmup_s, "s") if seen < self.warmup_s else None
+
+    def _time_to_target(self, slope: Floats, level: Floats) -> Floats:
+        if self.target is None:
+            return np.full(slope.shape, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hours = (self.target - level) / slope
+        return np.where(hours >= 0, hours * HOUR_S, np.where(np.isnan(slope), np.nan, np.inf))
+
+
+def _fit(sums: Floats, x: Floats) -> tuple[Floats, Floats]:
+    """Weighted least-squares slope per hour and the fitted value at each sample's own time."""
+    w, sx, sxx, sy, sxy = sums
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_x, mean_y = sx / w, sy / w
+        var = sxx / w - mean_x * mean_x
+        slope = (sxy / w - mean_x * mean_y) / var
+    slope = np.where(var > 1e-12 * np.maximum(mean_x * mean_x, 1.0), slope, np.nan)
+    return slope, mean_y + slope * (x - mean_x)
+
+
+def _recentred(sums: Floats, shift: float) -> Floats:
+    """The same weighted sums with x measured from ``shift`` hours later (exact algebra)."""
+    w, sx, sxx, sy, sxy = sums
+    return np.array(
+        [w, sx - shift * w, sxx - 2 * shift * sx + shift * shift * w, sy, sxy - shift * sy]
+    )
+
+
+class Plateau(Detector):
+    """A falling series (a loss) whose fall stops, judged against its own recent fall.
+
+    Least-squares lines are fitted to the last ``window`` samples and to the ``history``
+    windows before them; falls are relative to each stretch's mean and per window. Anomalous
+    when the earlier fall was real (at least ``min_fall``, and ``significance`` standard errors
+    of either fit, so that a stop can show through the noise) while the recent fall plus one
+    standard error is at most ``ratio`` of it and the recent line is within ``significance`` / 2
+    standard errors of flat (a rise is not a plateau either). The ordinary slow-down of
+    training keeps falling measurably, so it is not a plateau however young or old the run.
+    Outliers either way and a spike with its tail are left out of the fits, so that their
+    standard errors are those of the bulk of the noise, not of its heavy tails. Score: recent
+    / earlier fall. State: a ring of (1 + ``history``) x ``window`` values and weights.
+    """
+
+    _state_keys = ("ring", "count", "line")
+
+    def __init__(
+        self,
+        window: int = 1000,
+        history: int = 2,
+        ratio: float = 0.25,
+        min_fall: float = 0.005,
+        significance: float = 4.0,
+    ) -> None:
+        super().__init__()
+        if window < 10 or history < 1 or not 0 < ratio < 1:
+            raise ValueError("need window >= 10, history >= 1 and 0 < ratio < 1")
+        if min_fall <= 0 or significance <= 0:
+            raise ValueError("min_fall and significance must be > 0")
+        self.window, self.history = int(window), int(history)
+        self.ratio, self.min_fall = float(ratio), float(min_fall)
+        self.significance = float(significance)
+        self.line = np.zeros(5)  # level, slope, deviation, left out in a row, counted
+        self._span = (1 + self.history) * self.window
+        self.ring = np.zeros((2, self._span))  # values, weights (0: outlier or not yet seen)
+        self.count = 0
+
+    def _score(self, ts: Floats, value: Floats) -> Verdict:
+        inlier = _inliers(value, self.line, self.window // 10)
+        y = np.concatenate([self.ring[0], np.where(inlier, value, 0.0)])
+        w = np.concatenate([self.ring[1], inlier.astype(np.float64)])
+        self.ring = np.vstack([y, w])[:, -self._span :].copy()
+        ends = self._span + np.arange(value.size)  # index of each new sample in y
+        recent, recent_se = _window_fall(y, w, ends, self.window)
+        earlier, earlier_se = _window_fall(y, w, ends - self.window, self.history * self.window)
+        earlier, earlier_se = earlier / self.history, earlier_se / self.history  # per window
+        full = self.count + np.arange(1, value.size + 1) >= self._span
+        self.count += value.size
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(full & (earlier > 0), recent / earlier, np.nan)
+            # real, and large enough against the recent window's noise that a stop can show
+            real = (earlier >= self.min_fall) & (
+                earlier >= self.significance * np.maximum(earlier_se, recent_se)
+            )
+            # confidently small next to the earlier fall, and neither a measurable fall nor a
+            # measurable rise (a spike or a divergence is not a plateau)
+            stopped = (recent + recent_se <= self.ratio * earlier) & (
+                np.abs(recent) <= self.significance / 2 * recent_se + _FLAT
+            )
+        return Verdict(score, full & real & stopped)
+
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self._span) if self.count < self._span else None
+
+
+def _inliers(value: Floats, line: Floats, span: int) -> Bools:
+    """Which samples a fit of the trend should use: not outliers, nor a spike and its tail.
+
+    A sample counts unless it stands more than 3 robust deviations (the median absolute
+    deviation, scaled) off a local line, above or below: a level and slope smoothed over
+    ``span`` samples (Brown's double exponential smoothing) from the samples that counted
+    only. Heavy-tailed noise then neither bends the fits nor inflates their standard errors,
+    and a line with a slope does not lag a falling loss as a level would (which would leave
+    out its lower half). Leaving out a whole spike, tail included, keeps it from bending the
+    fits. After ``span`` samples left out in a row the level has moved for good and is taken
+    as it is. ``line`` (level, slope, deviation, left out in a row, counted) is updated in
+    place. A loop: this reads one loss sample per step.
+    """
+    keep = np.ones(value.shape, dtype=bool)
+    level, slope, dev, streak, seen = line.tolist()
+    alpha = 1.0 - 0.5 ** (1.0 / span)
+    fence = 3.0 * MAD_SCALE * dev
+    for i, x in enumerate(value.tolist()):
+        if seen == 0 or streak >= span:  # the first sample, or a level moved for good
+            level, slope, streak, seen = x, 0.0, 0, max(seen, 1)
+            continue
+        level += slope
+        off = x - level
+        size = abs(off)
+        if size > fence and seen >= _MIN_SEEN:
+            keep[i], streak = False, streak + 1
+            continue
+        a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1)  # a plain mean at first
+        streak, seen = 0, seen + 1
+        # the median absolute deviation: up or down by a share, never pulled by an outlier
+        dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+        fence = 3.0 * MAD_SCALE * dev
+        level += a * (2.0 - a) * off  # Brown's double smoothing: no lag on a steady fall
+        slope += a * a * off
+    line[:] = (level, slope, dev, streak, seen)
+    return keep
+
+
+def _window_fall(y: Floats, w: Floats, ends: np.ndarray, n: int) -> tuple[Floats, Floats]:
+    """Relative fall of the weighted least-squares line over ``(end - n, end]`` of ``y`` for
+    each end, and its standard error; NaN where fewer than half the samples count."""
+    x = np.arange(y.size, dtype=np.float64) - y.size / 2
+    sums = np.cumsum(np.vstack([w, w * x, w * x * x, w * y, w * x * y, w * y * y]), axis=1)
+    sums = np.hstack([np.zeros((6, 1)), sums])
+    k, sx, sxx, sy, sxy, syy = sums[:, ends + 1] - sums[:, ends + 1 - n]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xx = sxx - sx * sx / k
+        slope = (sxy - sx * sy / k) / xx
+        residual = np.maximum(syy - sy * sy / k - slope * slope * xx, 0.0) / (k - 2)
+        level = np.abs(sy / k)
+        fall = -slope * n / level
+        se = np.sqrt(residual / xx) * n / level
+    enough = k >= n / 2
+    return np.where(enough, fall, np.nan), np.where(enough, se, np.nan)
+
+
+class Rise(Detector):
+    """A smoothed series standing well above its own recent best: a loss that diverges.
+
+    The series is smoothed by an EWMA over ``halflife`` samples (counted after two half-lives);
+    score is how far the smoothed value is above the lowest smoothed value of the last
+    ``window`` samples, relative to it; anomalous from ``rise`` (0.1 = 10 %). A transient
+    spike lifts it briefly, a divergence for good: hold it with the rule's ``for``. State: a
+    ring of ``window`` smoothed values.
+    """
+
+    _state_keys = ("sums", "ring", "count")
+
+    def __init__(self, rise: float = 0.1, halflife: float = 50.0, window: int = 1000) -> None:
+        super().__init__()
+        if rise <= 0 or halflife <= 0 or window < 2:
+            raise ValueError("rise and halflife must be > 0 and window >= 2")
+        self.rise, self.window = float(rise), int(window)
+        self._log_decay = -math.log(2.0) / halflife
+        self._warmup = math.ceil(2 * halflife)
+        self.sums = np.zeros(2)
+        self.ring = np.full(self.window - 1, np.inf)
+        self.count = 0
+
+    def _score(self, ts: Floats, value: Floats) -> Verdict:
+        if not value.size:
+            return BaselineVerdict(np.empty(0), np.empty(0, dtype=bool), np.empty(0))
+        both = decayed_cumsum(
+            np.vstack([value, np.ones(value.shape)]),
+            np.full(value.shape, self._log_decay),
+            self.sums,
+        )
+        seen = self.count + np.arange(1, value.size + 1)
+        smooth = np.where(seen >= self._warmup, both[0] / both[1], np.inf)
+        self.count += value.size
+        self.sums = both[:, -1].copy()
+        history = np.concatenate([self.ring, smooth])
+        best = np.lib.stride_tricks.sliding_window_view(history, self.window).min(axis=1)
+        self.ring = history[-(self.window - 1) :].copy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(np.isfinite(smooth), smooth / np.abs(best) - 1.0, np.nan)
+        return BaselineVerdict(score, score >= self.rise, np.where(np.isfinite(best), best, np.nan))
+
+    def warming_up(self) -> Warmup | None:
+        return Warmup(self.count, self._warmup) if self.count < self._warmup else None
