@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import queue
 import threading
 import time
 from collections import Counter, deque
@@ -26,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._redact import redact_urls
+from .._worker import QueueWorker
 from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
@@ -41,7 +41,6 @@ __all__ = ["MAX_OUTBOX", "MAX_TRANSITIONS", "Notifier"]
 log = logging.getLogger("stepwatch.notify")
 
 Record = Callable[[Sequence[Event]], None]
-_STOP = object()
 _SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not an entity
 #: Alert transitions waiting for the deciding thread.
 MAX_TRANSITIONS = 10_000
@@ -51,20 +50,19 @@ _RESULTS = ("ok", "failed")
 
 
 class _Outbox:
-    """One receiver's queue and delivering thread."""
+    """One receiver's queue and delivering thread: at a stop, what waits is sent, one try each."""
 
     def __init__(
-        self, receiver: Receiver, deliver: Callable[[Receiver, Any], None], size: int
+        self, receiver: Receiver, deliver: Callable[[_Outbox, Any], None], size: int
     ) -> None:
-        self.receiver, self._deliver = receiver, deliver
-        self.queue: queue.Queue[Any] = queue.Queue(size)
-        self.thread = threading.Thread(
-            target=self._run, name=f"stepwatch-notify-{receiver.name}", daemon=True
+        self.receiver = receiver
+        self.worker: QueueWorker[Any] = QueueWorker(
+            lambda item: deliver(self, item),
+            name=f"stepwatch-notify-{receiver.name}",
+            failed=f"delivering to {receiver.name} failed unexpectedly; carrying on",
+            log=log,
+            maxsize=size,
         )
-
-    def _run(self) -> None:
-        while (item := self.queue.get()) is not _STOP:
-            self._deliver(self.receiver, item)
 
 
 class Notifier:
@@ -109,7 +107,6 @@ class Notifier:
         self._outboxes = {
             name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
         }
-        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def submit(self, alert: LiveAlert) -> None:
@@ -165,7 +162,7 @@ class Notifier:
 
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
-            outbox.thread.start()
+            outbox.worker.start()
         self._thread = threading.Thread(target=self._run, name="stepwatch-notify", daemon=True)
         self._thread.start()
         return self
@@ -179,11 +176,10 @@ class Notifier:
             self._wake.notify()
         self._thread.join()
         self._thread = None
-        self._stopping.set()
         for outbox in self._outboxes.values():
-            outbox.queue.put(_STOP)
+            outbox.worker.request_stop()  # all at once: no receiver waits for another's retries
         for outbox in self._outboxes.values():
-            outbox.thread.join()
+            outbox.worker.join()
 
     # ---- the deciding thread ------------------------------------------------------------
 
@@ -225,11 +221,9 @@ class Notifier:
             return
         token = next(self._tokens)
         self._unsent[token] = notification
-        try:
-            outbox.queue.put_nowait((token, notification))
-        except queue.Full:
+        if not outbox.worker.put((token, notification)):
             del self._unsent[token]
-            why = f"dropped: {outbox.queue.maxsize} messages already wait for this receiver"
+            why = f"dropped: {outbox.worker.maxsize} messages already wait for this receiver"
             log.error("notifying %s of %s %s", outbox.receiver.name, notification.title, why)
             self._audit(outbox.receiver, notification, False, 0, [why])
 
@@ -243,9 +237,9 @@ class Notifier:
 
     # ---- the delivering threads ---------------------------------------------------------
 
-    def _deliver(self, receiver: Receiver, item: tuple[int, Notification]) -> None:
+    def _deliver(self, outbox: _Outbox, item: tuple[int, Notification]) -> None:
         """Send with retries; audit the outcome (and log a failure)."""
-        token, notification = item
+        receiver, (token, notification) = outbox.receiver, item
         errors: list[str] = []
         attempts = 0
         while True:
@@ -262,7 +256,7 @@ class Notifier:
                 retryable = False
             if not retryable or attempts > receiver.retry.retries:
                 break
-            if self._stopping.wait(receiver.retry.delay(attempts)):
+            if outbox.worker.pause(receiver.retry.delay(attempts)):
                 break  # shutting down: no more waiting
         with self._wake:
             self._unsent.pop(token, None)  # before its record: a snapshot between the two
