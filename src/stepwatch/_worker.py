@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["QueueWorker", "Worker"]
+__all__ = ["BatchWorker", "QueueWorker", "Worker"]
 
 T = TypeVar("T")
 _STOP: Any = object()
@@ -88,19 +88,11 @@ class Worker:
         raise NotImplementedError
 
 
-class QueueWorker(Worker, Generic[T]):
-    """Hands each item ``put`` to ``handle``, in order, on its own thread.
-
-    Args:
-        handle: what is done with one item; one that raises is logged and the next comes.
-        maxsize: items that may wait (0: no bound); ``put`` says when one did not fit.
-        drain: at a stop, handle what waits (True) or drop it (False).
-        idle_s: with ``idle``, called when no item came for this long.
-    """
+class _Queued(Worker, Generic[T]):
+    """The queue, the stop mark behind what waits, and the wait with an ``idle`` call."""
 
     def __init__(
         self,
-        handle: Callable[[T], object],
         *,
         name: str,
         failed: str,
@@ -109,10 +101,12 @@ class QueueWorker(Worker, Generic[T]):
         drain: bool = True,
         idle_s: float | None = None,
         idle: Callable[[], object] | None = None,
+        last: Callable[[], object] | None = None,
     ) -> None:
         super().__init__(name=name, failed=failed, log=log)
-        self._handle, self._drain = handle, drain
-        self._idle_s, self._idle = (idle_s, idle) if idle is not None else (None, None)
+        self._drain, self._last = drain, last
+        self._idle = idle
+        self._idle_s = idle_s if idle is not None else None  # without idle: wait for items
         self.maxsize = maxsize
         self._queue: queue.Queue[T] | queue.SimpleQueue[T]
         self._queue = queue.Queue(maxsize) if maxsize else queue.SimpleQueue()
@@ -129,10 +123,9 @@ class QueueWorker(Worker, Generic[T]):
     def _woken(self) -> None:
         self._queue.put(_STOP)  # after what waits: a draining stop handles it first
 
-    def _run(self) -> None:
-        while (item := self._take()) is not _STOP:
-            if item is not _IDLE and (self._drain or not self.stopping):
-                self.attempt(self._handle, item)
+    def _wanted(self) -> bool:
+        """Whether an item taken now is handled (not dropped at a stop)."""
+        return self._drain or not self.stopping
 
     def _take(self) -> T:
         """The next item; ``_IDLE`` when ``idle`` ran instead."""
@@ -142,3 +135,69 @@ class QueueWorker(Worker, Generic[T]):
             assert self._idle is not None  # only waits with a timeout when there is one
             self.attempt(self._idle)
             return _IDLE  # type: ignore[no-any-return]
+
+    def _finish(self) -> None:
+        if self._last is not None:
+            self.attempt(self._last)
+
+
+class QueueWorker(_Queued[T]):
+    """Hands each item ``put`` to ``handle``, in order, on its own thread.
+
+    Args:
+        handle: what is done with one item; one that raises is logged and the next comes.
+        maxsize: items that may wait (0: no bound); ``put`` says when one did not fit.
+        drain: at a stop, handle what waits (True) or drop it (False).
+        idle_s: with ``idle``, called when no item came for this long.
+        last: called on the thread at a stop, after the queue.
+    """
+
+    def __init__(self, handle: Callable[[T], object], **options: Any) -> None:
+        super().__init__(**options)
+        self._handle = handle
+
+    def _run(self) -> None:
+        while (item := self._take()) is not _STOP:
+            if item is not _IDLE and self._wanted():
+                self.attempt(self._handle, item)
+        self._finish()
+
+
+class BatchWorker(_Queued[T]):
+    """Hands ``handle`` every item waiting at once, until they weigh ``max_weight`` by
+    ``weigh`` (requests that share one commit); otherwise as ``QueueWorker``."""
+
+    def __init__(
+        self,
+        handle: Callable[[list[T]], object],
+        *,
+        weigh: Callable[[T], int],
+        max_weight: int,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self._handle, self._weigh, self._max_weight = handle, weigh, max_weight
+
+    def _run(self) -> None:
+        stopped = False
+        while not stopped and (item := self._take()) is not _STOP:
+            if item is _IDLE:
+                continue
+            batch, stopped = self._gather(item)
+            if self._wanted():
+                self.attempt(self._handle, batch)
+        self._finish()
+
+    def _gather(self, item: T) -> tuple[list[T], bool]:
+        """``item`` and what waits behind it; True when the stop mark came among them."""
+        batch, weight = [item], self._weigh(item)
+        while weight < self._max_weight:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+            weight += self._weigh(item)
+        return batch, False
