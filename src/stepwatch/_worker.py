@@ -121,7 +121,9 @@ class _Queued(Worker, Generic[T]):
         return True
 
     def _woken(self) -> None:
-        self._queue.put(_STOP)  # after what waits: a draining stop handles it first
+        # after what waits, so a draining stop handles it first; a full queue makes room as
+        # the thread takes items (a step that waits should end early on ``stop_event``)
+        self._queue.put(_STOP)
 
     def _wanted(self) -> bool:
         """Whether an item taken now is handled (not dropped at a stop)."""
