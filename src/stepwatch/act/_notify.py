@@ -24,6 +24,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._periodic import Periodic
 from .._redact import redact_urls
 from .._worker import QueueWorker
 from ..detect import AlertState, LiveAlert
@@ -95,11 +96,11 @@ class Notifier:
         self.config, self._record, self._history = config, record, history
         self._clock, self._monotonic = clock, monotonic
         self._dispatch = Dispatch(config.route, config.external_url)
-        # One lock (and wake-up) for what is decided: the transitions waiting, the groups,
-        # the messages handed to receivers and not yet delivered; a snapshot sees them whole.
-        self._wake = threading.Condition()
+        # One lock for what is decided: the transitions waiting, the groups, the messages
+        # handed to receivers and not yet delivered; a snapshot sees them whole.
+        self._lock = threading.Lock()
         self._inbox: deque[LiveAlert] = deque()
-        self._max_transitions, self._closing, self._dropped = max_transitions, False, 0
+        self._max_transitions, self._dropped = max_transitions, 0
         self._unsent: dict[int, Notification] = {}
         self._tokens = itertools.count()
         self._outcomes: Counter[tuple[str, str]] = Counter()  # (receiver, ok|failed): messages
@@ -107,14 +108,23 @@ class Notifier:
         self._outboxes = {
             name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
         }
-        self._thread: threading.Thread | None = None
+        self._deciding = Periodic(
+            self._decide,
+            math.inf,
+            name="stepwatch-notify",
+            failed="notification routing failed on a step; carrying on",
+            log=log,
+            at_start=True,  # what a restored checkpoint left waiting
+            at_stop=True,  # what was submitted before the stop is still filed, and sent
+            next_in=self._next_due_in,
+        )
 
     def submit(self, alert: LiveAlert) -> None:
         """Take a transition (a ``LiveDetector`` subscriber: returns at once, even when full)."""
-        with self._wake:
+        with self._lock:
             if len(self._inbox) < self._max_transitions:
                 self._inbox.append(alert)
-                self._wake.notify()
+                self._deciding.wake()
                 return
             self._dropped += 1
             dropped = self._dropped
@@ -125,7 +135,7 @@ class Notifier:
 
     def snapshot(self) -> bytes:
         """The groups, the transitions not yet filed, the messages not yet delivered."""
-        with self._wake:
+        with self._lock:
             wall, shift = self._clock(), self._clock() - self._monotonic()
             state = self._dispatch.state(lambda t: t + shift)
             saved = Saved(wall, state, list(self._inbox), list(self._unsent.values()))
@@ -141,7 +151,7 @@ class Notifier:
             log.warning("notification group %s is no longer routed: forgotten", key)
         sent = audits(self._history, saved.taken, "notify")
         unsent = catch_up(dispatch, saved.unsent, sent, lambda t: t - shift)
-        with self._wake:
+        with self._lock:
             self._dispatch = dispatch
             self._inbox.extend(saved.inbox)
             for notification in unsent:
@@ -163,19 +173,14 @@ class Notifier:
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
             outbox.worker.start()
-        self._thread = threading.Thread(target=self._run, name="stepwatch-notify", daemon=True)
-        self._thread.start()
+        self._deciding.start()
         return self
 
     def stop(self) -> None:
         """Send what is waiting now (one try each, no more retries), then end the threads."""
-        if self._thread is None:
+        if not self._deciding.alive:
             return
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-        self._thread = None
+        self._deciding.stop()
         for outbox in self._outboxes.values():
             outbox.worker.request_stop()  # all at once: no receiver waits for another's retries
         for outbox in self._outboxes.values():
@@ -183,24 +188,24 @@ class Notifier:
 
     # ---- the deciding thread ------------------------------------------------------------
 
-    def _run(self) -> None:
-        closing = False
-        while not closing:
-            with self._wake:
-                wait = self._dispatch.next_due() - self._monotonic()
-                if not (self._inbox or self._closing) and wait > 0:
-                    self._wake.wait(None if math.isinf(wait) else wait)
-                closing = self._closing  # what was submitted before the stop is still filed
-            while self._file_one():
-                pass
-            with self._wake:
-                self._step(self._flush, closing)
+    def _decide(self) -> None:
+        """File the transitions waiting, then hand over what is due (everything, at a stop)."""
+        everything = self._deciding.stopping  # read first: what came before the stop is filed
+        while self._file_one():
+            pass
+        with self._lock:
+            self._step(self._flush, everything)
+
+    def _next_due_in(self) -> float:
+        """Seconds until a group is due (``math.inf``: none; a new transition wakes)."""
+        with self._lock:
+            return self._dispatch.next_due() - self._monotonic()
 
     def _file_one(self) -> bool:
         """File the oldest waiting transition, if any: one at a time, so that the detector's
         ``submit`` never waits for a burst to be filed, and a snapshot sees each one either
         waiting or filed."""
-        with self._wake:
+        with self._lock:
             if not self._inbox:
                 return False
             self._step(self._dispatch.add, self._inbox.popleft(), self._monotonic())
@@ -258,7 +263,7 @@ class Notifier:
                 break
             if outbox.worker.pause(receiver.retry.delay(attempts)):
                 break  # shutting down: no more waiting
-        with self._wake:
+        with self._lock:
             self._unsent.pop(token, None)  # before its record: a snapshot between the two
             # has it neither unsent nor recorded, and the record, newer, counts it as sent
         ok = len(errors) < attempts

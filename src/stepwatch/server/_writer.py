@@ -154,7 +154,7 @@ class GroupWriter:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._worker.request_stop()  # behind the last batch taken
+                self._worker.request_stop()  # behind the last batch queued
         self._worker.join()
 
     def _commit(self, taken: list[_Item]) -> None:
