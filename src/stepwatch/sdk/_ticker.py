@@ -36,14 +36,13 @@ class Ticker:
             log=log,
             next_in=lambda: self._due - self._monotonic(),
         )
+        #: Call ``fn`` now rather than at the next tick (the worker's own: no call of its own,
+        #: as it is on the training thread's path once the buffer fills).
+        self.wake: Callable[[], None] = self._worker.wake
 
     def start(self) -> None:
         self._due = self._monotonic() + self._interval
         self._worker.start()
-
-    def wake(self) -> None:
-        """Call ``fn`` now rather than at the next tick."""
-        self._worker.wake()
 
     def close(self) -> None:
         """Stop the thread, then call ``fn`` a last time on the caller's thread."""
