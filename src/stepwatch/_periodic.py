@@ -1,6 +1,6 @@
 """A step run every so often on a daemon thread until stopped (retention, policy steps,
-checkpoints, the SDK's flushes, the node agent's reads, command polls, orphaned spools),
-where a run that fails is logged and the next one comes as planned."""
+checkpoints, notification routing, the SDK's flushes and command polls, the node agent's
+reads, orphaned spools), where a run that fails is logged and the next one comes as planned."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Every background job of stepwatch is one of two shapes on one daemon thread: a step run
+"""stepwatch's background jobs come in two shapes, each on one daemon thread: a step run
 every so often (``Periodic``), or items taken from a queue and handled in order
-(``QueueWorker``). ``Worker`` is what they share: the named thread, a stop that wakes it, the
-join, and a failed step logged once with its traceback while the thread carries on."""
+(``QueueWorker``; ``BatchWorker`` takes all that waits at once). ``Worker`` is what they
+share: the named thread, a stop that wakes it, the join, and a failed step logged with its
+traceback while the thread carries on."""
 
 from __future__ import annotations
 
