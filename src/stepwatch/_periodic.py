@@ -1,20 +1,30 @@
-"""The collector's background jobs (retention, policy steps, checkpoints) share one shape: a
-daemon thread that runs a job every so often until stopped, where a run that fails is logged
-and the next one comes as planned."""
+"""A step run every so often on a daemon thread until stopped (retention, policy steps,
+checkpoints, notification routing, the SDK's flushes and command polls, the node agent's
+reads, orphaned spools), where a run that fails is logged and the next one comes as planned."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
+
+from ._worker import Worker
 
 __all__ = ["Periodic"]
 
 
-class Periodic:
-    """Calls ``job`` every ``interval_s`` on a thread named ``name``; may start again after
-    ``stop`` (one app, many lifespans). ``failed`` is logged, with the traceback, when a run
-    of ``job`` raises."""
+class Periodic(Worker):
+    """Calls ``job`` every ``interval_s`` on a thread named ``name``, sooner when woken; may
+    start again after ``stop``. ``failed`` is logged, with the traceback, when a run of ``job``
+    raises.
+
+    Args:
+        at_start: run once as soon as the thread starts, before the first wait.
+        at_stop: run once more on the thread after a stop is asked (what waits goes out).
+        next_in: seconds until the next run, asked after each (default ``interval_s``;
+            ``math.inf``: until woken or stopped).
+    """
 
     def __init__(
         self,
@@ -24,37 +34,41 @@ class Periodic:
         name: str,
         failed: str,
         log: logging.Logger,
+        at_start: bool = False,
+        at_stop: bool = False,
+        next_in: Callable[[], float] | None = None,
     ) -> None:
+        super().__init__(name=name, failed=failed, log=log)
         self._job, self.interval_s = job, interval_s
-        self._name, self._failed, self._log = name, failed, log
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def stopping(self) -> bool:
-        """Asked to stop: a long job ends early when it checks this between its steps."""
-        return self._stopping.is_set()
+        self._at_start, self._at_stop = at_start, at_stop
+        self._next_in = next_in or (lambda: self.interval_s)
+        self._wake = threading.Event()
 
     def start(self) -> None:
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        self._wake.clear()
+        super().start()
 
-    def stop(self) -> None:
-        """End the thread once the run under way, if any, is over."""
-        if self._thread is None:
-            return
-        self._stopping.set()
-        self._thread.join()
-        self._thread = None
+    def wake(self) -> None:
+        """Run now rather than at the next tick."""
+        self._wake.set()
 
     def run_once(self) -> None:
         """One run of the job, a failure logged."""
-        try:
-            self._job()
-        except Exception:
-            self._log.exception(self._failed)
+        self.attempt(self._job)
+
+    def _woken(self) -> None:
+        self._wake.set()
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.interval_s):
+        if self._at_start:
             self.run_once()
+        while not self._sleep(self._next_in()):
+            self.run_once()
+        if self._at_stop:
+            self.run_once()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Until the next run (or a wake); True when stopping."""
+        self._wake.wait(None if math.isinf(seconds) else max(0.0, seconds))
+        self._wake.clear()
+        return self.stopping

@@ -18,14 +18,15 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import queue
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._periodic import Periodic
 from .._redact import redact_urls
+from .._worker import QueueWorker
 from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
@@ -41,7 +42,6 @@ __all__ = ["MAX_OUTBOX", "MAX_TRANSITIONS", "Notifier"]
 log = logging.getLogger("stepwatch.notify")
 
 Record = Callable[[Sequence[Event]], None]
-_STOP = object()
 _SCOPE_ONLY = ("kind", "severity", "rule")  # in every alert's match labels; not an entity
 #: Alert transitions waiting for the deciding thread.
 MAX_TRANSITIONS = 10_000
@@ -51,20 +51,19 @@ _RESULTS = ("ok", "failed")
 
 
 class _Outbox:
-    """One receiver's queue and delivering thread."""
+    """One receiver's queue and delivering thread: at a stop, what waits is sent, one try each."""
 
     def __init__(
-        self, receiver: Receiver, deliver: Callable[[Receiver, Any], None], size: int
+        self, receiver: Receiver, deliver: Callable[[_Outbox, Any], None], size: int
     ) -> None:
-        self.receiver, self._deliver = receiver, deliver
-        self.queue: queue.Queue[Any] = queue.Queue(size)
-        self.thread = threading.Thread(
-            target=self._run, name=f"stepwatch-notify-{receiver.name}", daemon=True
+        self.receiver = receiver
+        self.worker: QueueWorker[Any] = QueueWorker(
+            lambda item: deliver(self, item),
+            name=f"stepwatch-notify-{receiver.name}",
+            failed=f"delivering to {receiver.name} failed unexpectedly; carrying on",
+            log=log,
+            maxsize=size,
         )
-
-    def _run(self) -> None:
-        while (item := self.queue.get()) is not _STOP:
-            self._deliver(self.receiver, item)
 
 
 class Notifier:
@@ -97,11 +96,11 @@ class Notifier:
         self.config, self._record, self._history = config, record, history
         self._clock, self._monotonic = clock, monotonic
         self._dispatch = Dispatch(config.route, config.external_url)
-        # One lock (and wake-up) for what is decided: the transitions waiting, the groups,
-        # the messages handed to receivers and not yet delivered; a snapshot sees them whole.
-        self._wake = threading.Condition()
+        # One lock for what is decided: the transitions waiting, the groups, the messages
+        # handed to receivers and not yet delivered; a snapshot sees them whole.
+        self._lock = threading.Lock()
         self._inbox: deque[LiveAlert] = deque()
-        self._max_transitions, self._closing, self._dropped = max_transitions, False, 0
+        self._max_transitions, self._dropped = max_transitions, 0
         self._unsent: dict[int, Notification] = {}
         self._tokens = itertools.count()
         self._outcomes: Counter[tuple[str, str]] = Counter()  # (receiver, ok|failed): messages
@@ -109,15 +108,23 @@ class Notifier:
         self._outboxes = {
             name: _Outbox(r, self._deliver, max_outbox) for name, r in config.receivers.items()
         }
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._deciding = Periodic(
+            self._decide,
+            math.inf,
+            name="stepwatch-notify",
+            failed="notification routing failed on a step; carrying on",
+            log=log,
+            at_start=True,  # what a restored checkpoint left waiting
+            at_stop=True,  # what was submitted before the stop is still filed, and sent
+            next_in=self._next_due_in,
+        )
 
     def submit(self, alert: LiveAlert) -> None:
         """Take a transition (a ``LiveDetector`` subscriber: returns at once, even when full)."""
-        with self._wake:
+        with self._lock:
             if len(self._inbox) < self._max_transitions:
                 self._inbox.append(alert)
-                self._wake.notify()
+                self._deciding.wake()
                 return
             self._dropped += 1
             dropped = self._dropped
@@ -128,7 +135,7 @@ class Notifier:
 
     def snapshot(self) -> bytes:
         """The groups, the transitions not yet filed, the messages not yet delivered."""
-        with self._wake:
+        with self._lock:
             wall, shift = self._clock(), self._clock() - self._monotonic()
             state = self._dispatch.state(lambda t: t + shift)
             saved = Saved(wall, state, list(self._inbox), list(self._unsent.values()))
@@ -144,7 +151,7 @@ class Notifier:
             log.warning("notification group %s is no longer routed: forgotten", key)
         sent = audits(self._history, saved.taken, "notify")
         unsent = catch_up(dispatch, saved.unsent, sent, lambda t: t - shift)
-        with self._wake:
+        with self._lock:
             self._dispatch = dispatch
             self._inbox.extend(saved.inbox)
             for notification in unsent:
@@ -165,46 +172,40 @@ class Notifier:
 
     def start(self) -> Notifier:
         for outbox in self._outboxes.values():
-            outbox.thread.start()
-        self._thread = threading.Thread(target=self._run, name="stepwatch-notify", daemon=True)
-        self._thread.start()
+            outbox.worker.start()
+        self._deciding.start()
         return self
 
     def stop(self) -> None:
         """Send what is waiting now (one try each, no more retries), then end the threads."""
-        if self._thread is None:
+        if not self._deciding.alive:
             return
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-        self._thread = None
-        self._stopping.set()
+        self._deciding.stop()
         for outbox in self._outboxes.values():
-            outbox.queue.put(_STOP)
+            outbox.worker.request_stop()  # all at once: no receiver waits for another's retries
         for outbox in self._outboxes.values():
-            outbox.thread.join()
+            outbox.worker.join()
 
     # ---- the deciding thread ------------------------------------------------------------
 
-    def _run(self) -> None:
-        closing = False
-        while not closing:
-            with self._wake:
-                wait = self._dispatch.next_due() - self._monotonic()
-                if not (self._inbox or self._closing) and wait > 0:
-                    self._wake.wait(None if math.isinf(wait) else wait)
-                closing = self._closing  # what was submitted before the stop is still filed
-            while self._file_one():
-                pass
-            with self._wake:
-                self._step(self._flush, closing)
+    def _decide(self) -> None:
+        """File the transitions waiting, then hand over what is due (everything, at a stop)."""
+        everything = self._deciding.stopping  # read first: what came before the stop is filed
+        while self._file_one():
+            pass
+        with self._lock:
+            self._step(self._flush, everything)
+
+    def _next_due_in(self) -> float:
+        """Seconds until a group is due (``math.inf``: none; a new transition wakes)."""
+        with self._lock:
+            return self._dispatch.next_due() - self._monotonic()
 
     def _file_one(self) -> bool:
         """File the oldest waiting transition, if any: one at a time, so that the detector's
         ``submit`` never waits for a burst to be filed, and a snapshot sees each one either
         waiting or filed."""
-        with self._wake:
+        with self._lock:
             if not self._inbox:
                 return False
             self._step(self._dispatch.add, self._inbox.popleft(), self._monotonic())
@@ -225,11 +226,9 @@ class Notifier:
             return
         token = next(self._tokens)
         self._unsent[token] = notification
-        try:
-            outbox.queue.put_nowait((token, notification))
-        except queue.Full:
+        if not outbox.worker.put((token, notification)):
             del self._unsent[token]
-            why = f"dropped: {outbox.queue.maxsize} messages already wait for this receiver"
+            why = f"dropped: {outbox.worker.maxsize} messages already wait for this receiver"
             log.error("notifying %s of %s %s", outbox.receiver.name, notification.title, why)
             self._audit(outbox.receiver, notification, False, 0, [why])
 
@@ -243,9 +242,9 @@ class Notifier:
 
     # ---- the delivering threads ---------------------------------------------------------
 
-    def _deliver(self, receiver: Receiver, item: tuple[int, Notification]) -> None:
+    def _deliver(self, outbox: _Outbox, item: tuple[int, Notification]) -> None:
         """Send with retries; audit the outcome (and log a failure)."""
-        token, notification = item
+        receiver, (token, notification) = outbox.receiver, item
         errors: list[str] = []
         attempts = 0
         while True:
@@ -262,9 +261,9 @@ class Notifier:
                 retryable = False
             if not retryable or attempts > receiver.retry.retries:
                 break
-            if self._stopping.wait(receiver.retry.delay(attempts)):
+            if outbox.worker.pause(receiver.retry.delay(attempts)):
                 break  # shutting down: no more waiting
-        with self._wake:
+        with self._lock:
             self._unsent.pop(token, None)  # before its record: a snapshot between the two
             # has it neither unsent nor recorded, and the record, newer, counts it as sent
         ok = len(errors) < attempts

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import signal
 import subprocess
 import tempfile
@@ -15,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from .._worker import QueueWorker
 
 __all__ = ["Outcome", "Runner", "run_process"]
 
@@ -111,46 +112,27 @@ def run_process(
         )
 
 
-_STOP = object()
-
-
 class Runner:
     """One worker thread that runs submitted jobs in order; ``stopping`` is set at stop so a
     running process is cut short."""
 
     def __init__(self, name: str = "stepwatch-act") -> None:
-        self._name = name
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self.stopping = threading.Event()
+        self._worker: QueueWorker[Callable[[], object]] = QueueWorker(
+            lambda job: job(), name=name, failed="a remediation job failed", log=log, drain=False
+        )
+
+    @property
+    def stopping(self) -> threading.Event:
+        return self._worker.stop_event
 
     def start(self) -> Runner:
-        self.stopping.clear()
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        self._worker.start()
         return self
 
     def submit(self, job: Callable[[], object]) -> None:
         """Run ``job`` on the worker thread after those before it."""
-        self._queue.put(job)
+        self._worker.put(job)
 
     def stop(self) -> None:
         """Cut the running job's process short, skip the rest, end the thread."""
-        if self._thread is None:
-            return
-        self.stopping.set()
-        self._queue.put(_STOP)
-        self._thread.join()
-        self._thread = None
-
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is _STOP:
-                return
-            if self.stopping.is_set() or not callable(job):
-                continue
-            try:
-                job()
-            except Exception:
-                log.exception("a remediation job failed")
+        self._worker.stop()

@@ -7,10 +7,10 @@ second plus one flush; a source that fails is counted and reported, never fatal.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from .._periodic import Periodic
 from ..model import NO_STEP, Event, SeriesKey
 from ..model import Run as RunRecord
 from ..sdk import Pipeline
@@ -51,22 +51,28 @@ class Agent:
         self._ids: dict[tuple[str, _LabelSig], int] = {}
         self._errors: dict[str, int] = {}
         self._failing: set[str] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._due: list[float] = []
+        self._worker = Periodic(
+            self._read_due,
+            1.0,
+            name="stepwatch-agent",
+            failed="the agent's reads failed; carrying on",
+            log=log,
+            at_start=True,
+            next_in=self._next_read_in,
+        )
 
     def start(self) -> Agent:
         """Read every source now, then on its schedule, in a daemon thread."""
-        self._thread = threading.Thread(target=self._loop, name="stepwatch-agent", daemon=True)
-        self._thread.start()
+        self._due = [self._monotonic()] * len(self.sources)
+        self._worker.start()
         return self
 
     def stop(self, timeout_s: float = 10.0, finish: RunRecord | None = None) -> bool:
         """Stop reading, close the sources, then ship what is left (and ``finish``, the end of
         the run this agent's owner created) for at most ``timeout_s``; True when all was delivered.
         """
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._worker.stop()
         for source in self.sources:
             try:
                 if isinstance(source, Flushes):
@@ -76,17 +82,20 @@ class Agent:
                 log.exception("closing source %s failed", source.name)
         return self.pipeline.close(timeout_s, finish)
 
-    def _loop(self) -> None:
-        due = [self._monotonic()] * len(self.sources)
-        while not self._stop.is_set():
-            now = self._monotonic()
-            for i, source in enumerate(self.sources):
-                if now >= due[i]:
-                    self.read(source)
-                    due[i] += source.interval_s
-                    if due[i] <= now:  # fell behind: skip the missed reads, keep the rate
-                        due[i] = now + source.interval_s
-            self._stop.wait(max(0.0, min(due, default=now + 1.0) - self._monotonic()))
+    def _read_due(self) -> None:
+        """Read the sources whose time has come."""
+        due, now = self._due, self._monotonic()
+        for i, source in enumerate(self.sources):
+            if now >= due[i]:
+                self.read(source)
+                due[i] += source.interval_s
+                if due[i] <= now:  # fell behind: skip the missed reads, keep the rate
+                    due[i] = now + source.interval_s
+
+    def _next_read_in(self) -> float:
+        """Seconds until the next source is due (a second when there is none)."""
+        now = self._monotonic()
+        return min(self._due, default=now + 1.0) - now
 
     def read(self, source: Source) -> None:
         """Read one source now; a failure becomes an error count and one event per streak."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import IO
 
+from .._worker import QueueWorker
 from ..model import Event
 from ._lines import LineBuffer, LineGrouper
 
@@ -54,22 +54,27 @@ class OutputPump:
         max_pending: int = 10000,
     ) -> None:
         self._pipe, self._echo, self._on_event, self._clock = pipe, echo, on_event, clock
-        self._quiet_s = quiet_s
         self._grouper = LineGrouper({**(labels or {}), "stream": stream}, quiet_s=quiet_s)
         self._lock = threading.Lock()  # the grouper is fed by one thread, polled by the other
-        self._queue: queue.Queue[Event | None] = queue.Queue(maxsize=max_pending)
         self.dropped = 0
+        # a blocking read of its own: the pipe, not a stop, says when it ends
         self._reader = threading.Thread(
             target=self._read_loop, name=f"stepwatch-pump-{stream}", daemon=True
         )
-        self._dispatcher = threading.Thread(
-            target=self._dispatch_loop, name=f"stepwatch-pump-{stream}-events", daemon=True
+        self._events: QueueWorker[Event] = QueueWorker(
+            on_event,
+            name=f"stepwatch-pump-{stream}-events",
+            failed="stepwatch: the log event callback failed; carrying on",
+            log=log,
+            maxsize=max_pending,
+            idle_s=quiet_s / 2,
+            idle=self._emit_quiet,
         )
 
     def start(self) -> OutputPump:
         """Start reading; returns self so that creation and start can be one expression."""
+        self._events.start()  # first: the reader stops it, maybe at once
         self._reader.start()
-        self._dispatcher.start()
         return self
 
     def join(self, timeout: float | None = None) -> bool:
@@ -78,12 +83,12 @@ class OutputPump:
         The pipe closes when the child and every process that inherited it exit.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in (self._reader, self._dispatcher):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            thread.join(left)
-            if thread.is_alive():
-                return False
-        return True
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        self._reader.join(left())
+        return not self._reader.is_alive() and self._events.join(left())
 
     def _read_loop(self) -> None:
         lines = LineBuffer()
@@ -109,8 +114,8 @@ class OutputPump:
             events = self._grouper.feed(rest, self._clock()) if rest is not None else []
             events += self._grouper.flush()
         for event in events:
-            self._queue.put(event)  # the child is done writing: waiting here blocks nobody
-        self._queue.put(None)  # the end mark
+            self._events.put(event, block=True)  # the child is done writing: this blocks nobody
+        self._events.request_stop()  # after what waits: every event is handed over
 
     def _write_echo(self, chunk: bytes) -> None:
         if self._echo is None:
@@ -124,27 +129,12 @@ class OutputPump:
 
     def _hand_over(self, events: list[Event]) -> None:
         for event in events:
-            try:
-                self._queue.put_nowait(event)
-            except queue.Full:
+            if not self._events.put(event):
                 self.dropped += 1
 
-    def _dispatch_loop(self) -> None:
-        while True:
-            try:
-                event = self._queue.get(timeout=self._quiet_s / 2)
-            except queue.Empty:
-                with self._lock:
-                    quiet = self._grouper.poll(self._clock())
-                for e in quiet:
-                    self._deliver(e)
-                continue
-            if event is None:
-                return
-            self._deliver(event)
-
-    def _deliver(self, event: Event) -> None:
-        try:
-            self._on_event(event)
-        except Exception:
-            log.exception("stepwatch: the log event callback failed; carrying on")
+    def _emit_quiet(self) -> None:
+        """Tracebacks that went quiet, as they are (the events thread, when nothing came)."""
+        with self._lock:
+            quiet = self._grouper.poll(self._clock())
+        for event in quiet:
+            self._events.attempt(self._on_event, event)

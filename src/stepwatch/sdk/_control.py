@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._periodic import Periodic
 from ..spool import AuthError, Backoff, HttpClient, TransportError
 from ._run import Run
 
@@ -101,14 +102,21 @@ class CommandPoller:
         self._new: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._acks: queue.SimpleQueue[_Ack] = queue.SimpleQueue()
         self._unsent: list[_Ack] = []
-        self._wake = threading.Event()
-        self._closing = False
-        self._thread = threading.Thread(target=self._loop, name=f"stepwatch-control-{run_id}")
-        self._thread.daemon = True
+        self._delay = interval_s
+        self._worker = Periodic(
+            self._round,
+            interval_s,
+            name=f"stepwatch-control-{run_id}",
+            failed="stepwatch: the command poller failed; carrying on",
+            log=log,
+            at_start=True,
+            at_stop=True,  # one last try to post the answers still queued
+            next_in=lambda: self._delay,
+        )
         self.polls = self.failures = 0
 
     def start(self) -> CommandPoller:
-        self._thread.start()
+        self._worker.start()
         return self
 
     def take(self) -> list[Command]:
@@ -123,36 +131,28 @@ class CommandPoller:
     def ack(self, command: Command, outcome: Outcome, step: int | None) -> None:
         """Queue the answer to ``command``; the thread posts it (and retries it) in order."""
         self._acks.put(_Ack(command, outcome, step))
-        self._wake.set()
+        self._worker.wake()
 
     def close(self) -> None:
         """Stop polling after one last try to post the answers still queued."""
-        self._closing = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._worker.stop()
         self._client.close()
 
-    def _loop(self) -> None:
-        delay = 0.0
-        while True:
-            self._wake.wait(delay)
-            self._wake.clear()
-            closing = self._closing  # read first: every answer queued before close() goes out
-            try:
-                self._send_acks()
-                if not closing:
-                    self._poll()
-            except TransportError as exc:
-                self.failures += 1
-                delay = self._backoff.next()
-                level = logging.WARNING if isinstance(exc, AuthError) else logging.DEBUG
-                log.log(level, "stepwatch: command poll failed (%s); retrying in %.1fs", exc, delay)
-            else:
-                self._backoff.reset()
-                delay = self._interval
-            if closing:
-                return
+    def _round(self) -> None:
+        """Post the answers queued, then poll (not once closing); back off while it fails."""
+        closing = self._worker.stopping  # read first: every answer queued before close() goes out
+        try:
+            self._send_acks()
+            if not closing:
+                self._poll()
+        except TransportError as exc:
+            self.failures += 1
+            self._delay = delay = self._backoff.next()
+            level = logging.WARNING if isinstance(exc, AuthError) else logging.DEBUG
+            log.log(level, "stepwatch: command poll failed (%s); retrying in %.1fs", exc, delay)
+        else:
+            self._backoff.reset()
+            self._delay = self._interval
 
     def _poll(self) -> None:
         reply = self._client.get(f"{self._path}?after={self._after}")

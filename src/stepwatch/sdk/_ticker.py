@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
+
+from .._periodic import Periodic
 
 __all__ = ["Ticker"]
 
@@ -26,39 +27,35 @@ class Ticker:
         if interval_s <= 0:
             raise ValueError(f"flush interval must be > 0 seconds, got {interval_s}")
         self._fn, self._interval, self._monotonic = fn, interval_s, monotonic
-        self._event = threading.Event()
-        self._closing = False
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._due = monotonic() + interval_s
+        self._worker = Periodic(
+            self._tick,
+            interval_s,
+            name=name,
+            failed="stepwatch: background flush failed; will try again",
+            log=log,
+            next_in=lambda: self._due - self._monotonic(),
+        )
+        #: Call ``fn`` now rather than at the next tick (the worker's own: no call of its own,
+        #: as it is on the training thread's path once the buffer fills).
+        self.wake: Callable[[], None] = self._worker.wake
 
     def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        """Call ``fn`` now rather than at the next tick."""
-        self._event.set()
+        self._due = self._monotonic() + self._interval
+        self._worker.start()
 
     def close(self) -> None:
         """Stop the thread, then call ``fn`` a last time on the caller's thread."""
-        self._closing = True
-        self._event.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._worker.stop()
         self._fn()
 
-    def _loop(self) -> None:
-        due = self._monotonic() + self._interval
-        while True:
-            self._event.wait(max(0.0, due - self._monotonic()))
-            self._event.clear()
-            if self._closing:
-                return
-            start = self._monotonic()
-            try:
-                self._fn()
-            except Exception:
-                log.exception("stepwatch: background flush failed; will try again")
-            if start >= due:
+    def _tick(self) -> None:
+        start = self._monotonic()
+        try:
+            self._fn()
+        finally:
+            if start >= self._due:
                 # Start the next call early by this call's duration, so that what
                 # arrives just after this swap is written within one interval.
                 end = self._monotonic()
-                due = max(end, start + self._interval - (end - start))
+                self._due = max(end, start + self._interval - (end - start))

@@ -8,7 +8,6 @@ Each request waits on its own future, resolved only after the commit.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._worker import BatchWorker
 from ..model import SampleBatch
 
 __all__ = ["BatchSink", "CommitHook", "GroupWriter", "TimingHook", "WriterClosed", "WriterFull"]
@@ -77,16 +77,24 @@ class GroupWriter:
         self._store = store
         self._interval = compact_interval_s
         self._compact_rows = compact_rows
-        self._max_group_rows = max_group_rows
         self._max_queued = (max_queued_rows, max_queued_batches)
         self._queued = [0, 0]  # rows and batches submitted, not yet taken by the thread
         self._monotonic = monotonic
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._worker: BatchWorker[_Item] = BatchWorker(
+            self._commit,
+            weigh=lambda item: 0 if item.future.cancelled() else len(item.batch),
+            max_weight=max_group_rows,
+            name="stepwatch-writer",
+            failed="the store writer failed on a group commit; carrying on",
+            log=log,
+            idle_s=compact_interval_s,
+            idle=lambda: self._maybe_compact(force=False),
+            last=lambda: self._maybe_compact(force=True),  # once what was queued is applied
+        )
         self._lock = threading.Lock()
         self._closed = True
         self._rows_since_compact = 0
         self._last_compact = monotonic()
-        self._thread: threading.Thread | None = None
         #: Told of every commit, in order; a hook that raises is logged and the others still run.
         self.on_commit: list[CommitHook] = []
         #: Told of the duration of every group commit that succeeded (the collector's metrics).
@@ -99,8 +107,7 @@ class GroupWriter:
                 raise RuntimeError("writer already running")
             self._closed = False
             self._last_compact = self._monotonic()
-            self._thread = threading.Thread(target=self._run, name="stepwatch-writer", daemon=True)
-            self._thread.start()
+            self._worker.start()
 
     @property
     def queued(self) -> tuple[int, int]:
@@ -111,7 +118,7 @@ class GroupWriter:
     @property
     def alive(self) -> bool:
         """True while batches are being accepted and the thread runs."""
-        return self._thread is not None and self._thread.is_alive() and not self._closed
+        return self._worker.alive and not self._closed
 
     def submit(self, batch: SampleBatch) -> Future[bool]:
         """Queue a batch; the future gives True (applied) or False (duplicate) after the commit.
@@ -135,7 +142,7 @@ class GroupWriter:
                     f"{queued_rows} rows waiting for the store); retry later"
                 )
             self._queued = [queued_rows + rows, queued_batches + 1]
-            self._queue.put(_Item(batch, future))
+            self._worker.put(_Item(batch, future))
         return future
 
     def _taken(self, item: _Item) -> None:
@@ -147,38 +154,17 @@ class GroupWriter:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._queue.put(None)
-        if self._thread is not None:
-            self._thread.join()
+                self._worker.request_stop()  # behind the last batch queued
+        self._worker.join()
 
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            group, stopping = self._take_group()
-            if group:
-                self._apply(group)
-            self._maybe_compact(force=stopping)
-
-    def _take_group(self) -> tuple[list[_Item], bool]:
-        """Block for the first batch, then take whatever else is waiting (bounded by rows)."""
-        try:
-            item = self._queue.get(timeout=self._interval)
-        except queue.Empty:
-            return [], False
-        group: list[_Item] = []
-        rows = 0
-        while item is not None:
+    def _commit(self, taken: list[_Item]) -> None:
+        """Apply the batches taken together (a cancelled request was never acked)."""
+        for item in taken:
             self._taken(item)
-            if item.future.set_running_or_notify_cancel():  # a cancelled request was never acked
-                group.append(item)
-                rows += len(item.batch)
-            if rows >= self._max_group_rows:
-                return group, False
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return group, False
-        return group, True
+        group = [item for item in taken if item.future.set_running_or_notify_cancel()]
+        if group:
+            self._apply(group)
+        self._maybe_compact(force=False)
 
     def _apply(self, group: list[_Item]) -> None:
         """One transaction per group; if it fails, retry one by one so only the culprit fails."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from pathlib import Path
 
+from .._periodic import Periodic
 from ._backoff import Backoff
 from ._http import HttpClient
 from ._seal import Sealer, SpoolKeyError
@@ -57,28 +57,31 @@ class OrphanShipper:
         backoff: Backoff | None = None,
     ) -> None:
         self.root, self._client, self._sealer = root, client, sealer
-        self._rescan_s = rescan_s
         self.stats = ShipStats()
-        self._stop = threading.Event()
+        self._worker = Periodic(
+            self.ship_once,
+            math.inf if rescan_s is None else rescan_s,  # once: then only the stop is waited for
+            name="stepwatch-orphans",
+            failed=f"stepwatch: shipping orphaned spools under {root} failed",
+            log=log,
+            at_start=True,
+        )
         self._retry = Retrier(
             backoff or Backoff(cap_s=30.0),
             math.inf,
             time.monotonic,
-            self._stop.wait,
-            cancelled=self._stop.is_set,
+            self._worker.pause,
+            cancelled=lambda: self._worker.stopping,
         )
         self._skipped: set[Path] = set()  # sealed with a key this process lacks: said once
-        self._thread = threading.Thread(target=self._loop, name="stepwatch-orphans", daemon=True)
 
     def start(self) -> None:
         """Begin looking for orphans in the background."""
-        self._thread.start()
+        self._worker.start()
 
     def close(self) -> None:
         """Stop after the batch in flight (the rest waits for the next process) and join."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._worker.stop()
         self._client.close()
 
     def __enter__(self) -> OrphanShipper:
@@ -86,15 +89,6 @@ class OrphanShipper:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.ship_once()
-            except Exception:  # never the producer's problem: its own data goes on regardless
-                log.exception("stepwatch: shipping orphaned spools under %s failed", self.root)
-            if self._rescan_s is None or self._stop.wait(self._rescan_s):
-                return
 
     def ship_once(self) -> None:
         """Ship every orphan under the root now (until closed, or the token is refused)."""
