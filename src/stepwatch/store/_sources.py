@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import duckdb
 
@@ -74,9 +74,9 @@ class SourceBook:
         found = {s: seq for s in sources if (seq := self.last_seqs.get(s)) is not None}
         missing = [s for s in sources if s not in found]
         if missing:
-            for source, seq in self._read("SELECT source, seq FROM sources", missing):
-                found[source] = int(seq)
-                self.last_seqs.put(source, int(seq))
+            for source, last in self._read("SELECT source, seq FROM sources", missing):
+                found[source] = int(last)
+                self.last_seqs.put(source, int(last))
         return found
 
     def applied(self, seqs: dict[str, int]) -> None:
@@ -102,7 +102,7 @@ class SourceBook:
             self.owners.put(source, bound)
         return bound
 
-    def _read(self, select: str, sources: list[str]) -> list[tuple[str, object]]:
+    def _read(self, select: str, sources: list[str]) -> list[tuple[Any, Any]]:
         with self._cursor() as cur:
             query = f"{select} WHERE source IN (SELECT unnest(?))"
             return cur.execute(query, [sources]).fetchall()
