@@ -178,6 +178,8 @@ def test_the_writer_detection_and_store_figures(collector: str) -> None:
     lag = one(found, "stepwatch_detection_lag_seconds")
     assert time.time() - newest - 60 < lag <= time.time() - newest
     assert one(found, "stepwatch_store_file_bytes") > 0
+    rss = one(found, "process_resident_memory_bytes")
+    assert 0 < one(found, "stepwatch_store_memory_bytes") < rss
     assert one(found, "process_resident_memory_bytes") > 1e6
     assert one(found, "process_cpu_seconds_total") > 0
     assert one(found, "stepwatch_ready") == 1

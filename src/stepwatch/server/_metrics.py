@@ -76,6 +76,10 @@ class StoreFigures:
                 self._stats, self._at = self._store.stats() | self._spools(), now
             return self._stats
 
+    def memory_bytes(self) -> int | None:
+        """What DuckDB holds in memory for the store now (cheap: asked at every scrape)."""
+        return None if self._store.closed else self._store.memory_bytes()
+
     def _spools(self) -> dict[str, int]:
         """What producers told of their spools: the newest count of samples each dropped
         (a full spool), in the one series they report it in; the collector sees no more of
@@ -247,6 +251,14 @@ class Figures(Collector):
         )
 
     def _store(self) -> Iterator[Metric]:
+        memory = self.parts.store.memory_bytes()
+        if memory is not None:
+            yield _gauge(
+                "stepwatch_store_memory_bytes",
+                "Memory DuckDB holds for the store (cached blocks, indexes, rows not yet "
+                "checkpointed), part of the process' resident memory.",
+                memory,
+            )
         stats = self.parts.store.stats()
         if stats is None:
             return

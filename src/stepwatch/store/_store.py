@@ -477,6 +477,14 @@ class Store:
             _query.export_parquet(cur, run_id, path)
         return path
 
+    def memory_bytes(self) -> int:
+        """Bytes DuckDB holds for the store: cached blocks, indexes, rows not yet checkpointed."""
+        with self._cursor() as cur:
+            ((used,),) = cur.execute(
+                "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()"
+            ).fetchall()
+        return int(used)
+
     def stats(self) -> dict[str, int]:
         """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
         with self._snapshot() as (cur, watermark):
