@@ -279,6 +279,22 @@ class Store:
         wal = self.path.with_name(self.path.name + ".wal")
         return used + (wal.stat().st_size if wal.exists() else 0)
 
+    def checkpoint(self) -> bool:
+        """Write what the log holds into the file, if it holds anything; True when it did.
+
+        DuckDB's own checkpoint (past 16 MiB of log) and a plain ``CHECKPOINT`` give up while
+        another transaction is open, which in a collector (readers on every thread) is nearly
+        always: the rows written since then, their indexes and row versions stay in memory,
+        a little more every run. ``FORCE`` waits for the open transactions to end (DuckDB
+        1.4 on; before, it aborted them) and holds new ones back for the checkpoint's time.
+        """
+        wal = self.path.with_name(self.path.name + ".wal")
+        if not wal.exists() or not wal.stat().st_size:
+            return False
+        with self._lock, self._cursor() as cur:
+            cur.execute("FORCE CHECKPOINT")
+        return True
+
     # ---- runs and events ----------------------------------------------------------------
 
     def upsert_run(self, *runs: Run) -> None:
