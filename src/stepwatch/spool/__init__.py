@@ -5,8 +5,8 @@ Every batch is framed, checksummed (sealed, with a key) and fsync'ed to an appen
 segment before any network I/O; the sender resumes from the acked position after a
 restart; a writer holds its spool's lock while it lives, so the next stepwatch process on the
 node ships a spool whose writer is gone, and ``sync`` uploads spools written offline. Spools are
-capped (by default the smaller of 2 GiB and a tenth of the free space), and deleted once
-all of them was delivered.
+capped (by default the smaller of 2 GiB and a tenth of the free space), and each is deleted
+once everything in it was delivered.
 """
 
 from .._tls import ClientTls
