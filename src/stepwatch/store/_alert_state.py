@@ -38,13 +38,8 @@ _ACK = (
     "coalesce(json_extract_string(data, '$.comment'), '') AS ack_comment"
 )
 
-#: Per run, the seqs its alerts' rows lie between: the table is in seq order, so a run's
-#: alerts are read from those row groups alone, however long the history before and after.
-RUNS_DDL = """CREATE TABLE IF NOT EXISTS alert_runs (
-    run VARCHAR PRIMARY KEY, lo BIGINT NOT NULL, hi BIGINT NOT NULL)"""
-
 FAMILY = Family(
-    tables=("alert_state", "alert_runs"),
+    tables=("alert_state",),
     ddl=(
         """CREATE TABLE IF NOT EXISTS alert_state (
         id VARCHAR PRIMARY KEY, first_seq BIGINT NOT NULL, seq BIGINT NOT NULL,
@@ -52,7 +47,6 @@ FAMILY = Family(
         severity VARCHAR NOT NULL, state VARCHAR NOT NULL, open BOOLEAN NOT NULL,
         text VARCHAR NOT NULL, labels VARCHAR NOT NULL, data VARCHAR NOT NULL,
         acked_by VARCHAR, ack_comment VARCHAR, acked_at DOUBLE)""",
-        RUNS_DDL,
     ),
     kinds=frozenset({"alert", "alert_ack"}),
     steps=(
@@ -68,11 +62,6 @@ FAMILY = Family(
             acked_at = a.ts
         FROM ({latest("{src}", "alert_ack", _ID, _ACK)}) a
         WHERE alert_state.id = a.id AND alert_state.first_seq < a.seq""",
-        f"""INSERT INTO alert_runs
-        SELECT run, min(seq), max(seq) FROM {{src}}
-        WHERE kind = 'alert' AND {_ID} IS NOT NULL AND run IS NOT NULL GROUP BY run
-        ON CONFLICT (run) DO UPDATE
-        SET lo = least(lo, excluded.lo), hi = greatest(hi, excluded.hi)""",
     ),
 )
 
@@ -158,17 +147,12 @@ def page(
     cur: duckdb.DuckDBPyConnection, query: AlertQuery, cursor: str | None, limit: int, head: int
 ) -> Page[AlertRow]:
     """Up to ``limit`` matching alerts below ``cursor``, the latest changed first. Open ones
-    (few, however old) are picked from the ``open`` column in one scan, a run's from the
-    rows between its first and last alert seq; others window down from ``head``."""
+    (few, however old) are picked from the ``open`` column and a run's from the ``run``
+    column, in one scan; others window down from ``head``."""
     where, select = query.where(), f"SELECT {_COLUMNS} FROM alert_state"
     if query.state in ("all", "resolved") and query.run is None:
         rows, after = newest(cur, select, where, cursor, limit, head)
         return Page([AlertRow.of(r) for r in rows], after)
-    if query.run is not None:
-        span = cur.execute("SELECT lo, hi FROM alert_runs WHERE run = ?", [query.run]).fetchall()
-        if not span:
-            return Page([])
-        where.add("seq BETWEEN ? AND ?", *span[0])
     if cursor is not None:
         where.add("seq < ?", decode_cursor(cursor))
     found = cur.execute(

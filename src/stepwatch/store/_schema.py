@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from . import _alert_state, _state, _tokens
+from . import _state, _tokens
 from ._errors import StoreError
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -106,19 +106,8 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE events_v3 RENAME TO events")
 
 
-def _v4(con: duckdb.DuckDBPyConnection) -> None:
-    """The seqs each run's alerts lie between, so a run's alerts are read without the rest
-    (a file that came through ``_v3`` just now has them already: made again the same)."""
-    con.execute(_alert_state.RUNS_DDL)
-    con.execute("DELETE FROM alert_runs")
-    con.execute(
-        "INSERT INTO alert_runs SELECT run, min(seq), max(seq) FROM alert_state "
-        "WHERE run IS NOT NULL GROUP BY run"
-    )
-
-
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)
