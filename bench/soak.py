@@ -6,9 +6,10 @@ Run: python bench/soak.py [--runs 1000 --series 6 --steps 100 --batches 4]
 Starts ``python -m stepwatch.server`` on a temporary store and a free loopback port (the
 built-in rules running), then, for each run in turn: creates it, posts ``--steps`` steps of
 ``--series`` series in ``--batches`` SWB batches over one keep-alive connection, and finishes
-it. After 10, 100 and every tenfold more runs (and the last) it prints the collector's RSS, the
-ingest latency (acknowledged, so committed) of the batches since the previous report, the
-latency of finishing a run and how many runs detection holds state of (-1: not told),
+it. After 10, 100 and every tenfold more runs (and the last) it prints the collector's RSS
+(and how much of it DuckDB holds), the ingest latency (acknowledged, so committed) of the
+batches since the previous report, the latency of finishing a run and how many runs detection
+holds state of (-1: not told),
 and at the end how the last figures compare with those after 10 runs. Prints figures; never
 passes or fails on time.
 """
@@ -23,11 +24,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psutil
 from _collector import free_port, start_collector
+from prometheus_client.parser import text_string_to_metric_families
 
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
@@ -52,13 +53,15 @@ class Figures:
     runs: int
     rss_mib: float
     held: int = 0  # runs whose detection state the collector holds
+    store_mib: float = 0.0  # what DuckDB holds of that RSS (its /metrics figure)
     batch_ms: list[float] = field(default_factory=list)
     finish_ms: list[float] = field(default_factory=list)
 
     def line(self) -> str:
         b, f = np.array(self.batch_ms), np.array(self.finish_ms)
         return (
-            f"after {self.runs:>6,} runs: RSS {self.rss_mib:7.1f} MiB  batch p50 "
+            f"after {self.runs:>6,} runs: RSS {self.rss_mib:7.1f} MiB (DuckDB "
+            f"{self.store_mib:5.1f})  batch p50 "
             f"{np.percentile(b, 50):6.2f} ms p95 {np.percentile(b, 95):6.2f} ms  "
             f"finish p50 {np.percentile(f, 50):6.2f} ms  detection holds {self.held} runs"
         )
@@ -80,13 +83,21 @@ class Client:
             raise SystemExit(f"POST {path}: HTTP {response.status}: {answer[:300]!r}")
         return (time.perf_counter() - began) * 1e3
 
-    def get(self, path: str) -> dict[str, Any]:
+    def get(self, path: str) -> bytes:
         self.conn.request("GET", path)
         response = self.conn.getresponse()
         answer = response.read()
         if response.status != 200:
             raise SystemExit(f"GET {path}: HTTP {response.status}: {answer[:300]!r}")
-        return dict(json.loads(answer))
+        return answer
+
+    def figure(self, name: str) -> float:
+        """One unlabelled figure of the collector's /metrics."""
+        for family in text_string_to_metric_families(self.get("/metrics").decode()):
+            for sample in family.samples:
+                if sample.name == name and not sample.labels:
+                    return float(sample.value)
+        raise SystemExit(f"/metrics has no {name}")
 
 
 def _run(client: Client, i: int, args: argparse.Namespace, into: Figures) -> None:
@@ -130,7 +141,8 @@ def _soak(args: argparse.Namespace, workdir: Path) -> list[Figures]:
             _run(client, i, args, current)
             if i + 1 in _reports(args.runs):
                 current.runs, current.rss_mib = i + 1, proc.memory_info().rss / 2**20
-                current.held = client.get("/api/v1/alerts/stats").get("runs", -1)
+                current.held = json.loads(client.get("/api/v1/alerts/stats")).get("runs", -1)
+                current.store_mib = client.figure("stepwatch_store_memory_bytes") / 2**20
                 print(current.line(), flush=True)
                 out.append(current)
                 current = Figures(0, 0.0)

@@ -1,7 +1,8 @@
 """GET /metrics of a real collector, parsed with prometheus_client's own parser: what it
 ingested and refused, by cause; its queues, commit latency and detection lag; the alerts
-firing; notifications and playbook runs by outcome; the store's size; the process. With auth
-it needs a token that may read, unless --metrics-public, and it never names a run or project."""
+firing; notifications and playbook runs by outcome; the store's size and the samples producers
+dropped from full spools; the process. With auth it needs a token that may read, unless
+--metrics-public, and it never names a run or project."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from act._notify_parts import Recorder, recording_server
 from conftest import poll
 from prometheus_client.parser import text_string_to_metric_families
 
+from stepwatch.model import DROPPED_SAMPLES
 from stepwatch.server import CollectorOptions, ServerThread
 from stepwatch.server._metrics import StoreFigures
 from stepwatch.store import Store
@@ -179,6 +181,8 @@ def test_the_writer_detection_and_store_figures(collector: str) -> None:
     lag = one(found, "stepwatch_detection_lag_seconds")
     assert time.time() - newest - 60 < lag <= time.time() - newest
     assert one(found, "stepwatch_store_file_bytes") > 0
+    rss = one(found, "process_resident_memory_bytes")
+    assert 0 < one(found, "stepwatch_store_memory_bytes") < rss
     assert one(found, "process_resident_memory_bytes") > 1e6
     assert one(found, "process_cpu_seconds_total") > 0
     assert one(found, "stepwatch_ready") == 1
@@ -247,12 +251,37 @@ def test_two_collectors_in_one_process_keep_their_own_figures(tmp_path: Path) ->
     assert one(first, "stepwatch_store_rows", table="series") == 1
 
 
+def _dropped(source: str, run: str, counts: list[float]) -> dict[str, Any]:
+    """A producer's reports of its dropped samples (each the count so far), as the SDK sends."""
+    labels = {"run": run, "source": source}
+    samples = [
+        {"name": DROPPED_SAMPLES, "labels": labels, "ts": T0 + i, "value": v}
+        for i, v in enumerate(counts)
+    ]
+    return {"source": source, "seq": 1, "samples": samples}
+
+
+def test_spools_dropped_samples_are_the_newest_report_of_each_producer(tmp_path: Path) -> None:
+    with ServerThread(tmp_path / "s.duckdb", ANYWHERE) as server:
+        for doc in (
+            _dropped("rank0", "r1", [5.0, 12.0]),
+            _dropped("rank1", "r1", [3.0]),
+            _dropped("rank0", "r2", [0.0]),
+            loss("rank2", "r2", [1.0]),
+        ):
+            assert httpx.post(f"{server.url}/api/v1/ingest", json=doc).is_success
+        found = scrape(server.url)
+    assert one(found, "stepwatch_spool_dropped_samples") == 15  # 12 (not 5 + 12) + 3
+    assert one(found, "stepwatch_spool_dropping_producers") == 2
+
+
 def test_the_store_is_counted_at_most_once_per_max_age(tmp_path: Path) -> None:
     """Counting the rows of a large store is a scan: scrapes in between reuse the counts."""
     now = [0.0]
     with Store(tmp_path / "s.duckdb") as store:
         counted = StoreFigures(store, max_age_s=30.0, monotonic=lambda: now[0])
-        assert counted.stats() == store.stats()
+        spools = {"spool_dropped_samples": 0, "spool_dropping_producers": 0}
+        assert counted.stats() == store.stats() | spools
         store.apply([make_batch(n=4)])
         now[0] = 29.0
         assert counted.stats()["samples"] == 0  # type: ignore[index]

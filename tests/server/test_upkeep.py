@@ -139,3 +139,20 @@ def test_near_its_cap_the_store_sheds_the_oldest_raw_data_instead_of_failing_ing
         tiny = StoreUpkeep(store, fed.extend, Retention(), DiskCap(max_bytes=1))
         _until(lambda: tiny.tick() or tiny.full, timeout_s=120)  # all it could shed is gone
         assert len(store.latest()) == 20
+
+
+def test_what_the_log_holds_goes_into_the_file_while_readers_keep_coming(
+    collector_factory: Any,
+) -> None:
+    """DuckDB gives up its own checkpoint while other transactions are open; the upkeep's
+    does not, so the log (and the memory what it holds takes) does not grow without end."""
+    collector = collector_factory(extra_args=FAST)
+    wal = collector.store_path.with_name(collector.store_path.name + ".wal")
+    now = time.time()
+    with httpx.Client(base_url=collector.url, timeout=30) as api:
+        for seq in range(1, 6):
+            ts = now - 600 + seq * 100 + np.arange(100, dtype=np.float64)
+            assert api.post("/api/v1/ingest", json=_doc(seq, ts)).json()["applied"]
+            api.get("/api/v1/runs")  # a reader's transaction, as the page's are
+        _until(lambda: not wal.exists() or wal.stat().st_size == 0)
+        assert len(api.get("/api/v1/series").json()) == 1

@@ -190,3 +190,20 @@ def test_queue_depth_and_commit_durations_are_told() -> None:
     writer.stop()
     assert writer.queued == (0, 0)
     assert durations == [2, 2]  # two commits that succeeded, one clock step each
+
+
+def test_detection_is_told_of_a_commit_before_its_sender_is() -> None:
+    """A producer finishes its run once its last batch is acknowledged: detection must have
+    that batch by then, or it takes it, after the finish, for the start of a run it then
+    holds state of until the run counts as idle."""
+    store = RecordingStore()
+    writer = GroupWriter(store)
+    acked_when_told: list[bool] = []
+    sent: list[Future[bool]] = []
+    writer.on_commit.append(lambda batches: acked_when_told.append(sent[0].done()))
+    writer.start()
+    sent.append(writer.submit(batch("a", 1)))
+    store.release.set()
+    assert sent[0].result(timeout=10) is True
+    writer.stop()
+    assert acked_when_told == [False]

@@ -125,7 +125,7 @@ def test_a_killed_trainers_tail_is_shipped_by_the_next_runs_exactly_once(
         for proc in nexts:
             _finish(proc, stop)
     assert _steps(server.url, "r-killed") == list(range(500))  # all of it, each step once
-    assert not has_unsent(_spool_dir(root, "r-killed"))
+    assert not (root / "r-killed").exists()  # shipped: deleted
     with httpx.Client(base_url=server.url, timeout=10) as client:
         assert client.get("/api/v1/runs/r-killed").json()["status"] == "running"
 
@@ -143,10 +143,12 @@ def test_a_spool_its_live_writer_holds_is_left_alone_until_the_writer_is_gone(
         assert has_unsent(_spool_dir(root, "r-live"))
     finally:
         _kill_9(live)
+    assert (root / "r-live").is_dir()  # kept while its writer lived
     shipper.ship_once()
     shipper.close()
     assert _steps(server.url, "r-live") == list(range(50))
     assert shipper.stats.batches >= 1
+    assert not (root / "r-live").exists()
 
 
 def test_the_default_cap_drops_counts_and_reports_in_the_run(

@@ -114,15 +114,17 @@ def test_the_sdk_ships_live_through_a_sealed_spool(
     )
     for step in range(3):
         run.log({NAME: float(step)}, step=step)
-    run.finish()
-    (series,) = _series(server.url)
-    assert series["labels"]["team"] == LABEL
+    run.flush()  # on disk, as long as it waits to be delivered: sealed
     assert _secrets_in(_raw(tmp_path / "spool")) == []
     sealed = (tmp_path / "spool" / run.id / RUN_FILE).read_bytes()
     with pytest.raises(SpoolKeyError):
         read_run(tmp_path / "spool" / run.id)
     assert read_run(tmp_path / "spool" / run.id, Sealer(read_key_file(key_file))).project == PROJECT
     assert sealed.startswith(b"SWE1")
+    run.finish()
+    (series,) = _series(server.url)
+    assert series["labels"]["team"] == LABEL
+    assert not (tmp_path / "spool" / run.id).exists()  # delivered: deleted
 
 
 def _reframe(payload: bytes) -> bytes:

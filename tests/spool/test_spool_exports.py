@@ -32,6 +32,8 @@ def test_exported_names() -> None:
             "TransportError",
             "has_unsent",
             "read_run",
+            "remove_delivered",
+            "remove_run_dir",
             "spool_cap",
             "sync",
             "write_run",

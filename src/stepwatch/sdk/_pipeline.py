@@ -13,7 +13,18 @@ from typing import Any
 
 from ..model import DROPPED_SAMPLES, NO_STEP, SeriesKey
 from ..model import Run as RunRecord
-from ..spool import ClientTls, Connect, HttpClient, OrphanShipper, Sealer, Sender, Spool, SpoolLock
+from ..spool import (
+    ClientTls,
+    Connect,
+    HttpClient,
+    OrphanShipper,
+    Sealer,
+    Sender,
+    Spool,
+    SpoolLock,
+    remove_delivered,
+    remove_run_dir,
+)
 from ._buffer import Buffer, SeriesTable
 from ._ticker import Ticker
 from ._writer import BatchWriter
@@ -136,7 +147,8 @@ class Pipeline:
     def close(self, timeout_s: float, finish: RunRecord | None = None) -> bool:
         """Flush, then ship what is left (and ``finish``) for at most ``timeout_s``.
 
-        Returns True when everything was delivered; the rest stays in the spool.
+        Returns True when everything was delivered: the spool's directory is then deleted
+        (and the run's, once it holds no other spool); else the rest stays in the spool.
         """
         try:
             self._ticker.close()
@@ -146,6 +158,8 @@ class Pipeline:
                 self._orphans.close()
             delivered = self.sender.close(timeout_s, finish) if self.sender else False
             self.spool.close()
+            if delivered and remove_delivered(self.spool.path, self._lock):
+                remove_run_dir(self.spool.path.parent)
             self._lock.release()
         return delivered
 

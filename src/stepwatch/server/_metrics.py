@@ -10,6 +10,7 @@ may be open to any scraper (``--metrics-public``) without telling one tenant of 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from .. import __version__
 from ..act import Notifier, Remediation
 from ..auth import Permission
 from ..detect import LiveDetector
+from ..model import DROPPED_SAMPLES
 from ..store import Store
 from ._auth import PUBLIC, need
 from ._ingest import WIRE_FORMATS, IngestStats
@@ -50,7 +52,8 @@ _TEXT = {"schema": {"type": "string"}}
 
 
 class StoreFigures:
-    """``Store.stats`` at most once per ``max_age_s``, whatever the scrape interval."""
+    """``Store.stats`` and the producers' spool reports at most once per ``max_age_s``,
+    whatever the scrape interval."""
 
     def __init__(
         self,
@@ -70,8 +73,22 @@ class StoreFigures:
                 return None
             now = self._monotonic()
             if self._stats is None or now - self._at >= self._max_age_s:
-                self._stats, self._at = self._store.stats(), now
+                self._stats, self._at = self._store.stats() | self._spools(), now
             return self._stats
+
+    def memory_bytes(self) -> int | None:
+        """What DuckDB holds in memory for the store now (cheap: asked at every scrape)."""
+        return None if self._store.closed else self._store.memory_bytes()
+
+    def _spools(self) -> dict[str, int]:
+        """What producers told of their spools: the newest count of samples each dropped
+        (a full spool), in the one series they report it in; the collector sees no more of
+        a spool than that."""
+        counts = [v for *_, v in self._store.latest(DROPPED_SAMPLES) if math.isfinite(v)]
+        return {
+            "spool_dropped_samples": int(sum(counts)),
+            "spool_dropping_producers": sum(1 for v in counts if v > 0),
+        }
 
 
 @dataclass(frozen=True)
@@ -234,6 +251,14 @@ class Figures(Collector):
         )
 
     def _store(self) -> Iterator[Metric]:
+        memory = self.parts.store.memory_bytes()
+        if memory is not None:
+            yield _gauge(
+                "stepwatch_store_memory_bytes",
+                "Memory DuckDB holds for the store (cached blocks, indexes, rows not yet "
+                "checkpointed), part of the process' resident memory.",
+                memory,
+            )
         stats = self.parts.store.stats()
         if stats is None:
             return
@@ -250,6 +275,17 @@ class Figures(Collector):
             "stepwatch_store_uncompacted_rows",
             "Samples not yet compacted into the store's tiers.",
             stats["uncompacted"],
+        )
+        yield _gauge(
+            "stepwatch_spool_dropped_samples",
+            "Samples producers dropped because their spools were full, as each last "
+            "reported, summed over the data the store keeps.",
+            stats["spool_dropped_samples"],
+        )
+        yield _gauge(
+            "stepwatch_spool_dropping_producers",
+            "Producers that reported dropping samples (a full spool), in the data kept.",
+            stats["spool_dropping_producers"],
         )
 
 

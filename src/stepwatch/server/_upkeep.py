@@ -1,5 +1,6 @@
 """The store's upkeep in the collector: retention applied continuously, the store's size
-watched against its limit, the oldest data shed before the limit is reached.
+watched against its limit, the oldest data shed before the limit is reached, the write-ahead
+log checkpointed into the file as it grows (else the rows it holds stay in memory).
 
 The size goes to live detection as series of the collector's own (``stepwatch.collector.*``,
 which no producer may write), so the built-in rule ``store_disk_full`` raises an ordinary
@@ -80,16 +81,9 @@ class StoreUpkeep:
         self._worker.stop()
 
     def tick(self) -> None:
-        """Retention, then the size: shed when near the limit, and write the size down."""
-        done = self._store.retention.retain(self._retention, stop=lambda: self._worker.stopping)
-        if done.samples or done.tier_rows or done.events:
-            log.info(
-                "retention (%s) deleted %d samples, %d tier rows and %d events",
-                self._retention,
-                done.samples,
-                done.tier_rows,
-                done.events,
-            )
+        """Retention, then the size: shed when near the limit, and write the size down; then
+        a checkpoint when the log grew (what it holds is held in memory too)."""
+        self._retain()
         space, left = self._measure(), True
         for _ in range(_SHED_STEPS):
             if space.ratio < SHED_AT or self._worker.stopping:
@@ -109,6 +103,18 @@ class StoreUpkeep:
             )
         self._full = full
         self._report(space)
+        self._store.checkpoint()
+
+    def _retain(self) -> None:
+        done = self._store.retention.retain(self._retention, stop=lambda: self._worker.stopping)
+        if done.samples or done.tier_rows or done.events:
+            log.info(
+                "retention (%s) deleted %d samples, %d tier rows and %d events",
+                self._retention,
+                done.samples,
+                done.tier_rows,
+                done.events,
+            )
 
     def _measure(self) -> Space:
         return self._cap.measure(self._store.path, self._store.disk_bytes(), self._disk_usage)

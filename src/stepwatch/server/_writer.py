@@ -179,10 +179,11 @@ class GroupWriter:
                 self._apply([item])
             return
         self._tell(self.on_commit_seconds, self._monotonic() - started)
+        # detection first: a sender that hears its batch is in may finish its run at once
+        self._notify([item.batch for item, applied in zip(group, results, strict=True) if applied])
         for item, applied in zip(group, results, strict=True):
             item.future.set_result(applied)
             self._rows_since_compact += len(item.batch) if applied else 0
-        self._notify([item.batch for item, applied in zip(group, results, strict=True) if applied])
 
     def _notify(self, committed: list[SampleBatch]) -> None:
         if committed:

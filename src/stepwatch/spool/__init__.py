@@ -5,12 +5,14 @@ Every batch is framed, checksummed (sealed, with a key) and fsync'ed to an appen
 segment before any network I/O; the sender resumes from the acked position after a
 restart; a writer holds its spool's lock while it lives, so the next stepwatch process on the
 node ships a spool whose writer is gone, and ``sync`` uploads spools written offline. Spools are
-capped (by default the smaller of 2 GiB and a tenth of the free space).
+capped (by default the smaller of 2 GiB and a tenth of the free space), and each is deleted
+once everything in it was delivered.
 """
 
 from .._tls import ClientTls
 from ._backoff import Backoff
 from ._cap import DEFAULT_CAP_BYTES, ENV_MAX_SPOOL, spool_cap
+from ._cleanup import remove_delivered, remove_run_dir
 from ._fake import FakeCollector, Faults
 from ._http import AuthError, Connect, HttpClient, Response, TransportError
 from ._lock import LOCK_FILE, SpoolLock
@@ -49,6 +51,8 @@ __all__ = [
     "TransportError",
     "has_unsent",
     "read_run",
+    "remove_delivered",
+    "remove_run_dir",
     "spool_cap",
     "sync",
     "write_run",

@@ -4,7 +4,8 @@ A spool is an orphan when it holds unsent records and nobody holds its lock: its
 (killed, or it ran out of time shipping at exit). Any producer that sends to a collector (an SDK
 run, the node agent) starts one of these beside its own pipeline; it ships each orphan with the
 steps of ``sync``, under the spool's lock, from a daemon thread, so neither the new run's start
-nor its training thread waits for it, and two processes never ship one spool at once.
+nor its training thread waits for it, and two processes never ship one spool at once. An orphan
+whose every batch (and its run's end) arrived is then deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from .._periodic import Periodic
 from ._backoff import Backoff
+from ._cleanup import sweep_run
 from ._http import HttpClient
 from ._seal import Sealer, SpoolKeyError
 from ._ship import ShipStats
@@ -101,7 +103,7 @@ class OrphanShipper:
                 return
             before = self.stats.batches
             try:
-                unsent, _ = ship_run(run_dir, self._client, self.stats, self._retry, self._sealer)
+                shipped = ship_run(run_dir, self._client, self.stats, self._retry, self._sealer)
             except (SpoolKeyError, OSError) as exc:  # not our key, not our files: said once
                 self._skipped.add(run_dir)
                 log.warning(
@@ -110,8 +112,11 @@ class OrphanShipper:
                     run_dir,
                 )
                 continue
+            unsent, _, done = shipped
             if self.stats.batches > before:
                 sent = self.stats.batches - before
                 log.info("stepwatch: shipped %d batches a gone process left in %s", sent, run_dir)
+            if done:
+                sweep_run(run_dir)
             if unsent and self._retry.refused:
                 log.error("stepwatch: orphaned spools stay unsent: %s", self._retry.refused)

@@ -151,9 +151,10 @@ def _claim(run_dir: Path, sealer: Sealer | None, stack: ExitStack) -> tuple[list
 
 def ship_run(
     run_dir: Path, client: HttpClient, stats: ShipStats, retry: Retrier, sealer: Sealer | None
-) -> tuple[int, int]:
-    """Create the run, ship each of its sources, record its end; return the batches left unsent
-    and the spools left alone because another process holds them.
+) -> tuple[int, int, bool]:
+    """Create the run, ship each of its sources, record its end; return the batches left unsent,
+    the spools left alone because another process holds them, and whether all of it (the end
+    included) reached the collector.
 
     The node spool (producers outside any run) has no run to create or finish. Every spool is
     opened first, so a missing or wrong key is said before anything of the run is sent.
@@ -162,16 +163,17 @@ def ship_run(
     with ExitStack() as stack:
         spools, busy = _claim(run_dir, sealer, stack)
         if busy and not spools:  # its writers are alive: they ship it themselves
-            return 0, busy
+            return 0, busy, False
         created = run is None or retry(partial(create_run, client, run, live=False))
         unsent = 0
         for spool in spools:
             if created:
                 retry(partial(Shipper(spool, client, stats).ship, stop=retry.expired))
             unsent += sum(1 for _ in spool.records())
-    if run is not None and created and not unsent and not busy:
-        retry(partial(finish_run, client, run))
-    return unsent, busy
+    done = created and not unsent and not busy
+    if run is not None and done:
+        done = retry(partial(finish_run, client, run))
+    return unsent, busy, done
 
 
 def sync(
@@ -203,7 +205,7 @@ def sync(
     unsent = busy = 0
     try:
         for run_dir in dirs:
-            left, held = ship_run(run_dir, client, stats, retry, sealer)
+            left, held, _ = ship_run(run_dir, client, stats, retry, sealer)
             unsent, busy = unsent + left, busy + held
     finally:
         client.close()

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__
 from .._encryption import EncryptionKey
-from ..model import Event, Run, RunStatus, SampleBatch, SeriesKey
+from ..model import Event, RecordBatch, Run, RunStatus, SampleBatch, SeriesKey
 from . import (
     _checkpoints,
     _compact,
@@ -40,6 +40,7 @@ from ._logs import LogFilter
 from ._plan import plan
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
+from ._sources import DEFAULT_SOURCE_LIMIT, SourceBook
 from ._state import CurrentState
 from ._summary import RunSummary
 from ._tokens import TokenRecord
@@ -59,7 +60,9 @@ class Store:
     ``current`` reads the current state of alerts, silences, commands and actions.
 
     With ``key`` the file is an encrypted database (created so when new); a file opens only
-    with the key it was written with, and a plain file only without one.
+    with the key it was written with, and a plain file only without one. Memory holds the
+    last seqs and owners of the ``source_limit`` sources heard from latest; others are read
+    back from the store.
 
     Writes serialise on one lock; every read runs in its own cursor and
     transaction, so queries from other threads see a consistent snapshot.
@@ -71,8 +74,10 @@ class Store:
         *,
         clock: Callable[[], float] = time.time,
         key: EncryptionKey | None = None,
+        source_limit: int = DEFAULT_SOURCE_LIMIT,
     ) -> None:
         self.path = Path(path)
+        self._source_limit = source_limit
         self.encrypted = key is not None
         self._clock = clock
         self._lock = threading.RLock()
@@ -100,7 +105,6 @@ class Store:
     def _load(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Bring the catalogue, the sources' last seqs and the row counters into memory."""
         self._cat = Catalogue.load(cur)
-        self._seqs: dict[str, int] = dict(cur.execute("SELECT source, seq FROM sources").fetchall())
         ((watermark, after_last),) = cur.execute(
             "SELECT value, (SELECT coalesce(max(rid) + 1, 0) FROM samples) "
             "FROM meta WHERE key = 'watermark'"
@@ -120,9 +124,8 @@ class Store:
         )
         #: Retention and shedding (``retain``, ``shed``, ``kept``).
         self.retention = Pruner(access, _prune.read_newest(cur))
-        self._owners: dict[str, str] = dict(
-            cur.execute("SELECT source, owner FROM source_owners").fetchall()
-        )
+        self._sources = SourceBook(self._txn, self._source_limit)
+        self._sources.load(cur)
 
     @property
     def closed(self) -> bool:
@@ -191,16 +194,16 @@ class Store:
         that is not a ``RecordBatch`` claims a source or an event kind of the collector's.
         """
         with self._lock:
-            prep = prepare(
-                batches, self._cat, self._seqs, self._next_rid, self._next_eid, self._head
-            )
+            sent = {b.source for b in batches if not isinstance(b, RecordBatch)}
+            seqs = self._sources.seqs(sent)
+            prep = prepare(batches, self._cat, seqs, self._next_rid, self._next_eid, self._head)
             if any(prep.accepted):
                 with self._txn() as cur:
                     write(cur, prep)
                 self._cat.add(prep.new_series)
                 self._next_rid = prep.next_rid
                 self._next_eid = prep.next_eid
-                self._seqs.update(prep.seqs)
+                self._sources.applied(prep.seqs)
                 self._head = prep.head
                 self.retention.heard(_prune.newest_ingested(batches, prep.accepted))
             if self._next_rid - self._watermark >= AUTO_COMPACT_ROWS:
@@ -235,19 +238,17 @@ class Store:
     def claim_source(self, source: str, owner: str) -> str:
         """Bind ``source`` to ``owner`` unless it is bound already; the owner it is bound to."""
         with self._lock:
-            if source not in self._owners:
-                with self._txn() as cur:
-                    cur.execute("INSERT INTO source_owners VALUES (?, ?)", [source, owner])
-                self._owners[source] = owner
-            return self._owners[source]
+            return self._sources.claim(source, owner)
 
     def owner_of(self, source: str) -> str | None:
-        """Who first sent ``source`` (from memory: never waits on the writer's lock)."""
-        return self._owners.get(source)
+        """Who first sent ``source``, if it was heard from lately (from memory: never waits on
+        the writer's lock); None may also mean "ask ``claim_source``"."""
+        return self._sources.owner(source)
 
     def last_seq(self, source: str) -> int | None:
         """The last applied batch sequence number of a source."""
-        return self._seqs.get(source)
+        with self._lock:
+            return self._sources.seqs([source]).get(source)
 
     def compact(self) -> None:
         """Roll every row past the watermark into the tier tables, a chunk per transaction."""
@@ -277,6 +278,22 @@ class Store:
             used = _prune.used_bytes(cur)
         wal = self.path.with_name(self.path.name + ".wal")
         return used + (wal.stat().st_size if wal.exists() else 0)
+
+    def checkpoint(self) -> bool:
+        """Write what the log holds into the file, if it holds anything; True when it did.
+
+        DuckDB's own checkpoint (past 16 MiB of log) and a plain ``CHECKPOINT`` give up while
+        another transaction is open, which in a collector (readers on every thread) is nearly
+        always: the rows written since then, their indexes and row versions stay in memory,
+        a little more every run. ``FORCE`` waits for the open transactions to end (DuckDB
+        1.4 on; before, it aborted them) and holds new ones back for the checkpoint's time.
+        """
+        wal = self.path.with_name(self.path.name + ".wal")
+        if not wal.exists() or not wal.stat().st_size:
+            return False
+        with self._lock, self._cursor() as cur:
+            cur.execute("FORCE CHECKPOINT")
+        return True
 
     # ---- runs and events ----------------------------------------------------------------
 
@@ -475,6 +492,14 @@ class Store:
         with self._txn() as cur:
             _query.export_parquet(cur, run_id, path)
         return path
+
+    def memory_bytes(self) -> int:
+        """Bytes DuckDB holds for the store: cached blocks, indexes, rows not yet checkpointed."""
+        with self._cursor() as cur:
+            ((used,),) = cur.execute(
+                "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()"
+            ).fetchall()
+        return int(used)
 
     def stats(self) -> dict[str, int]:
         """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
