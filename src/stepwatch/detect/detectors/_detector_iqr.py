@@ -3,8 +3,6 @@ samples, or of the residuals about their robust line while the window falls stee
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -113,8 +111,7 @@ class IqrFence(Detector):
 def _fenced(value: Floats, spread: Floats, level: Floats | float) -> tuple[Floats, Floats]:
     """Signed distance of each value past the fences of its window's ``spread`` about
     ``level`` (NaN without a spread), and the baseline: the spread's median plus the level."""
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # windows still all NaN
+    with np.errstate(invalid="ignore", divide="ignore"):
         q1, q3, median = _percentiles(spread, [25.0, 75.0, 50.0])
         iqr = q3 - q1
         q1, q3 = q1 + level, q3 + level
@@ -125,11 +122,13 @@ def _fenced(value: Floats, spread: Floats, level: Floats | float) -> tuple[Float
 
 def _percentiles(windows: Floats, q: list[float]) -> Floats:
     """``nanpercentile`` along each window, the windows without a gap (all but a series'
-    first) at ``percentile``'s vectorised pace: ``nanpercentile`` goes row by row."""
-    out = np.empty((len(q), windows.shape[0]))
+    first) at ``percentile``'s vectorised pace: ``nanpercentile`` goes row by row. A window
+    still all NaN is NaN without numpy's warning (warning filters are not thread-safe)."""
+    out = np.full((len(q), windows.shape[0]), np.nan)
     full = np.isfinite(windows).all(axis=1)
     out[:, full] = np.percentile(windows[full], q, axis=1)
-    out[:, ~full] = np.nanpercentile(windows[~full], q, axis=1)
+    gaps = ~full & ~np.isnan(windows).all(axis=1)
+    out[:, gaps] = np.nanpercentile(windows[gaps], q, axis=1)
     return out
 
 
@@ -138,9 +137,7 @@ def _level(windows: Floats, last: int) -> Floats:
     curve that flattens (a young run's loss past its steepest steps) stands above the line
     drawn through the window, noise and all; a spike rises above where the series stands,
     not only above that line."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # windows still all NaN
-        return _percentiles(windows[:, -last:], [50.0])[0]
+    return _percentiles(windows[:, -last:], [50.0])[0]
 
 
 def _robust_line(windows: Floats, ahead: Floats) -> tuple[Floats, Floats, Bools]:
@@ -162,8 +159,7 @@ def _robust_line(windows: Floats, ahead: Floats) -> tuple[Floats, Floats, Bools]
     left = np.maximum(right - lag[:, None], 0)
     picked = np.take_along_axis(windows, right, 1) - np.take_along_axis(windows, left, 1)
     step = np.arange(size)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # windows still all NaN
+    with np.errstate(invalid="ignore"):  # infinite samples
         slope = _percentiles(np.where(pair < lag[:, None], picked, np.nan), [50.0])[0] / lag
         intercept = _percentiles(windows - slope[:, None] * step, [50.0])[0]
     residuals = windows - intercept[:, None] - slope[:, None] * step
