@@ -52,22 +52,22 @@ def _records() -> tuple[list[tuple[object, ...]], Head]:
 
 
 def _at(path: Path, version: int) -> Head | None:
-    """A file built through the steps up to ``version`` and filled with that version's rows;
-    the head of its records (None before they existed)."""
+    """A file built through the steps up to ``version``, each version's rows written right
+    after its step (the records at version 2); the head of its records (None before them)."""
+    head = None
     with duckdb.connect(str(path)) as con:
-        assert upgrade(con, version) == (0, version)
         for v in range(1, version + 1):
-            for sql, params in _ROWS[v]:
+            assert upgrade(con, v) == (v - 1, v)
+            for sql, params in _ROWS.get(v, []):
                 con.execute(sql, params)
-        if version < 2:
-            return None
-        rows, head = _records()
-        con.executemany(f"INSERT INTO records VALUES ({', '.join('?' * 9)})", rows)
-        return head
+            if v == 2:
+                rows, head = _records()
+                con.executemany(f"INSERT INTO records VALUES ({', '.join('?' * 9)})", rows)
+    return head
 
 
 def _shape(path: Path) -> list[tuple[object, ...]]:
-    """Every column and constraint of a closed store file."""
+    """Every column, constraint and index of a closed store file."""
     with duckdb.connect(str(path)) as con:
         columns = con.execute(
             "SELECT table_name, column_index, column_name, data_type, is_nullable, "
@@ -78,7 +78,11 @@ def _shape(path: Path) -> list[tuple[object, ...]]:
             "SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() "
             "WHERE database_name = current_database() ORDER BY ALL"
         ).fetchall()
-    return columns + constraints
+        indexes = con.execute(
+            "SELECT table_name, index_name, sql FROM duckdb_indexes() "
+            "WHERE database_name = current_database() ORDER BY ALL"
+        ).fetchall()
+    return columns + constraints + indexes
 
 
 def _version(path: Path) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from . import _state, _tokens
+from . import _alert_state, _state, _tokens
 from ._errors import StoreError
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -106,8 +106,13 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE events_v3 RENAME TO events")
 
 
+def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    """An index of alerts by run: a run's list costs the same after a million alerts."""
+    con.execute(_alert_state.RUN_INDEX)
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)
