@@ -110,9 +110,13 @@ def test_an_agents_sealed_spool_is_sent_by_sync_with_the_key(server: Any, tmp_pa
 
 def test_run_encrypts_its_store_and_hands_its_key_to_the_command(tmp_path: Path) -> None:
     key, store, spool = _key(tmp_path / "run.key"), tmp_path / "run.duckdb", tmp_path / "spool"
+    # While it runs, the command's spool is on disk, sealed (once delivered, it is deleted).
     script = (
-        f"import stepwatch; run = stepwatch.init(labels={{'team': {LABEL!r}}}); "
-        f"run.log({{{NAME!r}: 1.0}}, step=0); run.finish()"
+        f"import pathlib, stepwatch; run = stepwatch.init(labels={{'team': {LABEL!r}}}); "
+        f"run.log({{{NAME!r}: 1.0}}, step=0); "
+        f"raw = b''.join(p.read_bytes() for p in pathlib.Path({str(spool)!r}).rglob('*') "
+        "if p.is_file()); "
+        f"assert raw and {LABEL.encode()!r} not in raw, 'the spool is not sealed'; run.finish()"
     )
     done = _stepwatch(
         "run", "--gpu", "none", "--store", str(store), "--dir", str(spool),
@@ -121,7 +125,7 @@ def test_run_encrypts_its_store_and_hands_its_key_to_the_command(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert LABEL.encode() not in store.read_bytes()
     raw = b"".join(p.read_bytes() for p in spool.rglob("*") if p.is_file())
-    assert raw and LABEL.encode() not in raw  # the command's spool and the agent's are sealed
+    assert LABEL.encode() not in raw  # what the agent's spool still holds is sealed too
     with Store(store, key=read_key_file(key)) as opened:
         (info,) = opened.series(NAME)
         assert info.key.label("team") == LABEL
