@@ -41,6 +41,7 @@ from ._plan import plan
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
 from ._sources import DEFAULT_SOURCE_LIMIT, SourceBook
+from ._space import wal_path
 from ._state import CurrentState
 from ._summary import RunSummary
 from ._tokens import TokenRecord
@@ -276,7 +277,7 @@ class Store:
         (blocks freed by deletes are reused before the file grows)."""
         with self._txn() as cur:
             used = _prune.used_bytes(cur)
-        wal = self.path.with_name(self.path.name + ".wal")
+        wal = wal_path(self.path)
         return used + (wal.stat().st_size if wal.exists() else 0)
 
     def checkpoint(self) -> bool:
@@ -288,7 +289,7 @@ class Store:
         a little more every run. ``FORCE`` waits for the open transactions to end (DuckDB
         1.4 on; before, it aborted them) and holds new ones back for the checkpoint's time.
         """
-        wal = self.path.with_name(self.path.name + ".wal")
+        wal = wal_path(self.path)
         if not wal.exists() or not wal.stat().st_size:
             return False
         with self._lock, self._cursor() as cur:
@@ -508,7 +509,7 @@ class Store:
                 "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
                 "(SELECT count(*) FROM events), (SELECT count(*) FROM records)"
             ).fetchall()
-        wal = self.path.with_name(self.path.name + ".wal")
+        wal = wal_path(self.path)
         return {
             "samples": int(samples),
             "series": len(self._cat),
