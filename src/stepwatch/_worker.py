@@ -10,7 +10,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
 __all__ = ["BatchWorker", "QueueWorker", "Worker"]
 
@@ -89,6 +89,19 @@ class Worker:
         raise NotImplementedError
 
 
+class _QueueOptions(TypedDict):
+    """What a queue worker is told besides its handler (see ``QueueWorker``)."""
+
+    name: str
+    failed: str
+    log: logging.Logger
+    maxsize: NotRequired[int]
+    drain: NotRequired[bool]
+    idle_s: NotRequired[float | None]
+    idle: NotRequired[Callable[[], object] | None]
+    last: NotRequired[Callable[[], object] | None]
+
+
 class _Queued(Worker, Generic[T]):
     """The queue, the stop mark behind what waits, and the wait with an ``idle`` call."""
 
@@ -155,7 +168,7 @@ class QueueWorker(_Queued[T]):
         last: called on the thread at a stop, after the queue.
     """
 
-    def __init__(self, handle: Callable[[T], object], **options: Any) -> None:
+    def __init__(self, handle: Callable[[T], object], **options: Unpack[_QueueOptions]) -> None:
         super().__init__(**options)
         self._handle = handle
 
@@ -176,7 +189,7 @@ class BatchWorker(_Queued[T]):
         *,
         weigh: Callable[[T], int],
         max_weight: int,
-        **options: Any,
+        **options: Unpack[_QueueOptions],
     ) -> None:
         super().__init__(**options)
         self._handle, self._weigh, self._max_weight = handle, weigh, max_weight
