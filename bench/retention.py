@@ -73,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp, Store(Path(tmp) / "b.duckdb") as store:
         n = _fill(store, args.days, args.series)
         old = time.time() - (args.days - 0.5) * DAY
-        before_ms, used = _query_ms(store, old), store.disk_bytes()
+        before_ms, used = _query_ms(store, old), store.footprint.disk_bytes()
         chunks = _Chunks()
         done = store.retention.retain(POLICY, stop=chunks)
         chunks()  # the end of the last chunk
@@ -91,10 +91,10 @@ def main() -> None:
         print(f"a pass with nothing due: {1e3 * statistics.median(idle):.1f} ms (median of 5)")
         t0 = time.perf_counter()
         for _ in range(100):
-            store.disk_bytes()
+            store.footprint.disk_bytes()
         print(
             f"disk_bytes: {1e3 * (time.perf_counter() - t0) / 100:.2f} ms; "
-            f"{used / 2**20:.0f} MiB before, {store.disk_bytes() / 2**20:.0f} MiB after"
+            f"{used / 2**20:.0f} MiB before, {store.footprint.disk_bytes() / 2**20:.0f} MiB after"
         )
         print(
             f"downsample of a day {args.days - 0.5:g} days back: {before_ms:.1f} ms from raw and "

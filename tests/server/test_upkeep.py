@@ -119,7 +119,7 @@ def test_near_its_cap_the_store_sheds_the_oldest_raw_data_instead_of_failing_ing
 ) -> None:
     with Store(tmp_path / "store.duckdb") as store:
         _fill(store, 0.25)
-        used, samples = store.disk_bytes(), store.stats()["samples"]
+        used, samples = store.footprint.disk_bytes(), store.stats()["samples"]
         fed: list[SampleBatch] = []
         upkeep = StoreUpkeep(store, fed.extend, Retention(), DiskCap(max_bytes=int(used * 0.9)))
 
@@ -133,7 +133,7 @@ def test_near_its_cap_the_store_sheds_the_oldest_raw_data_instead_of_failing_ing
             store.retention.kept().raw > -math.inf
         )  # the raw horizon moved: the oldest samples went
         assert 0 < store.stats()["samples"] < samples
-        assert store.disk_bytes() < used
+        assert store.footprint.disk_bytes() < used
         assert len(store.latest()) == 20  # the coarse tier still holds every series
 
         tiny = StoreUpkeep(store, fed.extend, Retention(), DiskCap(max_bytes=1))

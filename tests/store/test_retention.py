@@ -162,7 +162,7 @@ def test_shedding_gives_up_raw_samples_first_then_the_fine_tier_then_events(
     store: Store, clock: FakeClock
 ) -> None:
     _fill(store, clock, late=False)
-    full = store.disk_bytes()
+    full = store.footprint.disk_bytes()
     assert full >= store.path.stat().st_size // 2  # blocks in use, not a guess
     shed = []
     while (what := store.retention.shed()) is not None:
@@ -179,7 +179,7 @@ def test_shedding_gives_up_raw_samples_first_then_the_fine_tier_then_events(
     assert len(latest) == len(KEYS)
     week = store.downsample(0, T0, T0 + SPAN, 8)
     assert week["count"].sum() == SPAN / STEP  # every sample, counted in the 300 s tier
-    assert store.disk_bytes() < full
+    assert store.footprint.disk_bytes() < full
 
 
 def test_ages_count_from_the_newest_sample_and_never_from_the_future(
@@ -204,7 +204,7 @@ def test_an_encrypted_store_measures_its_size_and_keeps_its_retention(
     key = read_key_file(create_key_file(tmp_path / "store.key"))
     with Store(tmp_path / "sealed.duckdb", clock=clock, key=key) as store:
         _fill(store, clock, late=False)
-        assert store.disk_bytes() > 0
+        assert store.footprint.disk_bytes() > 0
         assert store.retention.retain(POLICY).samples > 0
         assert store.retention.shed() == "raw"
         assert store.retention.kept().raw > POLICY.cutoffs(clock.now).raw

@@ -65,17 +65,17 @@ class _Readers:
 
 def test_a_checkpoint_empties_the_log_and_frees_what_it_held(tmp_path: Path) -> None:
     with Store(tmp_path / "s.duckdb") as store:
-        store.checkpoint()  # the tables' creation
-        assert not store.checkpoint()  # nothing logged since: nothing to do
+        store.footprint.checkpoint()  # the tables' creation
+        assert not store.footprint.checkpoint()  # nothing logged since: nothing to do
         n = 200_000
         ts = T0 + np.arange(n, dtype=np.float64)
         store.apply([batch([LOSS], np.zeros(n, np.int64), ts, ts - T0, seq=1)])
         readers = _Readers(store)  # transactions open and closing all the while
         try:
             assert _wal(store) > 0 and _in_memory_tables(store) > 0
-            assert store.checkpoint()
+            assert store.footprint.checkpoint()
             assert _wal(store) == 0 and _in_memory_tables(store) == 0
-            assert not store.checkpoint()
+            assert not store.footprint.checkpoint()
         finally:
             assert readers.stop() > 0  # they read throughout, none was aborted
         (info,) = store.series("loss")

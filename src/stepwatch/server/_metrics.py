@@ -78,7 +78,7 @@ class StoreFigures:
 
     def memory_bytes(self) -> int | None:
         """What DuckDB holds in memory for the store now (cheap: asked at every scrape)."""
-        return None if self._store.closed else self._store.memory_bytes()
+        return None if self._store.closed else self._store.footprint.memory_bytes()
 
     def _spools(self) -> dict[str, int]:
         """What producers told of their spools: the newest count of samples each dropped

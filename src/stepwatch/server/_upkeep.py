@@ -103,7 +103,7 @@ class StoreUpkeep:
             )
         self._full = full
         self._report(space)
-        self._store.checkpoint()
+        self._store.footprint.checkpoint()
 
     def _retain(self) -> None:
         done = self._store.retention.retain(self._retention, stop=lambda: self._worker.stopping)
@@ -117,7 +117,9 @@ class StoreUpkeep:
             )
 
     def _measure(self) -> Space:
-        return self._cap.measure(self._store.path, self._store.disk_bytes(), self._disk_usage)
+        return self._cap.measure(
+            self._store.path, self._store.footprint.disk_bytes(), self._disk_usage
+        )
 
     def _shed(self, space: Space) -> bool:
         """One step of shedding; False when nothing was left to shed."""

@@ -80,7 +80,7 @@ class DiskCap:
     ) -> Space:
         """The limit of the store at ``path`` whose blocks in use (and WAL) are ``used_bytes``."""
         usage = disk_usage(path.parent)
-        on_disk = sum(p.stat().st_size for p in (path, wal_path(path)) if p.exists())
+        on_disk = file_bytes(path)
         floor = min(int(usage.total * _FLOOR_SHARE), _FLOOR_MAX_BYTES)
         limits = [on_disk + int(usage.free) - floor]
         if self.max_bytes is not None:
@@ -93,3 +93,8 @@ class DiskCap:
 def wal_path(path: Path) -> Path:
     """Where DuckDB keeps the write-ahead log of the database file ``path``."""
     return path.with_name(path.name + ".wal")
+
+
+def file_bytes(path: Path) -> int:
+    """Bytes the database file ``path`` and its write-ahead log take on disk."""
+    return sum(p.stat().st_size for p in (path, wal_path(path)) if p.exists())

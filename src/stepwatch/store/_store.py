@@ -35,13 +35,14 @@ from ._catalogue import Catalogue, LabelMatch, SeriesInfo
 from ._checkpoints import Checkpoint, Position
 from ._connect import connect
 from ._errors import StoreError
+from ._footprint import Footprint
 from ._ingest import prepare, write
 from ._logs import LogFilter
 from ._plan import plan
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
 from ._sources import DEFAULT_SOURCE_LIMIT, SourceBook
-from ._space import wal_path
+from ._space import file_bytes
 from ._state import CurrentState
 from ._summary import RunSummary
 from ._tokens import TokenRecord
@@ -58,7 +59,8 @@ _OPEN_LOCK = threading.Lock()
 
 class Store:
     """The embedded time-series store: series catalogue, samples, tiers, runs and events;
-    ``current`` reads the current state of alerts, silences, commands and actions.
+    ``current`` reads the current state of alerts, silences, commands and actions;
+    ``retention`` keeps it within its ages; ``footprint`` measures it.
 
     With ``key`` the file is an encrypted database (created so when new); a file opens only
     with the key it was written with, and a plain file only without one. Memory holds the
@@ -127,6 +129,8 @@ class Store:
         self.retention = Pruner(access, _prune.read_newest(cur))
         self._sources = SourceBook(self._txn, self._source_limit)
         self._sources.load(cur)
+        #: Its size on disk and in memory, and writing its log into the file.
+        self.footprint = Footprint(self.path, self._lock, self._txn, self._cursor)
 
     @property
     def closed(self) -> bool:
@@ -271,30 +275,6 @@ class Store:
         """Make the current-state tables again from every record (a store older than them)."""
         with self._lock, self._txn() as cur:
             _state.rebuild(cur)
-
-    def disk_bytes(self) -> int:
-        """Bytes the store takes, without a scan: its blocks in use plus its write-ahead log
-        (blocks freed by deletes are reused before the file grows)."""
-        with self._txn() as cur:
-            used = _prune.used_bytes(cur)
-        wal = wal_path(self.path)
-        return used + (wal.stat().st_size if wal.exists() else 0)
-
-    def checkpoint(self) -> bool:
-        """Write what the log holds into the file, if it holds anything; True when it did.
-
-        DuckDB's own checkpoint (past 16 MiB of log) and a plain ``CHECKPOINT`` give up while
-        another transaction is open, which in a collector (readers on every thread) is nearly
-        always: the rows written since then, their indexes and row versions stay in memory,
-        a little more every run. ``FORCE`` waits for the open transactions to end (DuckDB
-        1.4 on; before, it aborted them) and holds new ones back for the checkpoint's time.
-        """
-        wal = wal_path(self.path)
-        if not wal.exists() or not wal.stat().st_size:
-            return False
-        with self._lock, self._cursor() as cur:
-            cur.execute("FORCE CHECKPOINT")
-        return True
 
     # ---- runs and events ----------------------------------------------------------------
 
@@ -494,14 +474,6 @@ class Store:
             _query.export_parquet(cur, run_id, path)
         return path
 
-    def memory_bytes(self) -> int:
-        """Bytes DuckDB holds for the store: cached blocks, indexes, rows not yet checkpointed."""
-        with self._cursor() as cur:
-            ((used,),) = cur.execute(
-                "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()"
-            ).fetchall()
-        return int(used)
-
     def stats(self) -> dict[str, int]:
         """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
         with self._snapshot() as (cur, watermark):
@@ -509,7 +481,6 @@ class Store:
                 "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
                 "(SELECT count(*) FROM events), (SELECT count(*) FROM records)"
             ).fetchall()
-        wal = wal_path(self.path)
         return {
             "samples": int(samples),
             "series": len(self._cat),
@@ -517,5 +488,5 @@ class Store:
             "events": int(events),
             "records": int(records),
             "uncompacted": self._next_rid - watermark,
-            "file_bytes": sum(p.stat().st_size for p in (self.path, wal) if p.exists()),
+            "file_bytes": file_bytes(self.path),
         }
