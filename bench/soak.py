@@ -1,7 +1,7 @@
 """Soak: many short runs one after another through one real collector, whose memory and
 per-batch cost must stay flat however many runs it has seen.
 
-Run: python bench/soak.py [--runs 1000 --series 6 --steps 100 --batches 4]
+Run: python bench/soak.py [--runs 1000 --series 6 --steps 100 --batches 4 --store-memory 64MiB]
 
 Starts ``python -m stepwatch.server`` on a temporary store and a free loopback port (the
 built-in rules running), then, for each run in turn: creates it, posts ``--steps`` steps of
@@ -130,8 +130,9 @@ def _reports(total: int) -> list[int]:
 
 def _soak(args: argparse.Namespace, workdir: Path) -> list[Figures]:
     port = free_port()
+    memory = ("--store-memory", args.store_memory) if args.store_memory else ()
     collector = start_collector(
-        workdir / "store.duckdb", port, workdir / "collector.log", "--no-auth"
+        workdir / "store.duckdb", port, workdir / "collector.log", "--no-auth", *memory
     )
     proc, client = psutil.Process(collector.pid), Client(port)
     out: list[Figures] = []
@@ -163,11 +164,15 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=6, choices=range(1, len(NAMES) + 1))
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument(
+        "--store-memory", default=None, help="the collector's --store-memory (default: its own)"
+    )
     args = parser.parse_args()
     samples = args.series * (args.steps // args.batches) * args.batches
     print(
         f"soak: {args.runs:,} runs one after another, each {samples} samples of "
-        f"{args.series} series in {args.batches} batches, then finished"
+        f"{args.series} series in {args.batches} batches, then finished; the store's "
+        f"memory: {args.store_memory or 'the default'}"
     )
     with tempfile.TemporaryDirectory(prefix="stepwatch-soak-") as tmp:
         figures = _soak(args, Path(tmp))

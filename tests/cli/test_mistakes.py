@@ -114,6 +114,8 @@ def test_a_checkpoint_interval_that_is_no_time_is_refused_before_anything_opens(
         ("--retention", "300s=30d", "the 300s tier (30d) would go before the 10s tier (90d)"),
         ("--max-store-bytes", "lots", "not a size: 'lots' (bytes, a number with K, M, G or T"),
         ("--max-store-bytes", "150%", "a share of the file system lies in (0, 100]%"),
+        ("--store-memory", "lots", "not a size: 'lots' (bytes, a number with KiB, MiB, GiB"),
+        ("--store-memory", "0%", "a share of the machine's memory lies in (0, 100]%"),
     ],
 )
 def test_a_retention_or_disk_cap_mistake_is_refused_before_anything_opens(

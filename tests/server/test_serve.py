@@ -103,4 +103,5 @@ def test_public_api() -> None:
         "is_loopback",
         "serve",
         "store_limits",
+        "store_memory_limit",
     ]

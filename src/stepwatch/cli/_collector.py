@@ -113,6 +113,14 @@ def _collector_default(field: str) -> Callable[[], Any]:
     "collector alerts at 80% of the limit and sheds the oldest data before reaching it.",
 )
 @click.option(
+    "--store-memory",
+    metavar="SIZE|PCT%",
+    default=None,
+    help="Memory the store's database may hold: its cache of the file, indexes, rows not yet "
+    "written into the file and query work (which spills to disk beyond it); a size (4G) or a "
+    "share of the machine's memory (25%). Default: 1 GiB.",
+)
+@click.option(
     "--max-body-bytes",
     default=_collector_default("max_body_bytes"),
     show_default="64 MiB",
@@ -137,13 +145,16 @@ def server(
     tls_client_ca: Path | None,
     retention: str | None,
     max_store_bytes: str | None,
+    store_memory: str | None,
     **settings: Any,
 ) -> None:
     """Run the collector: ingest, store, detection, query API, web page and /metrics."""
-    from ..server import CollectorOptions, ServerTls, serve, store_limits
+    from ..server import CollectorOptions, ServerTls, serve, store_limits, store_memory_limit
 
     with _clear_rule_errors(), _clear_errors():
         kept, cap = store_limits(retention, max_store_bytes)
+        if store_memory is not None:
+            settings["store_memory_bytes"] = store_memory_limit(store_memory)
         options = CollectorOptions(
             key=encryption_key,
             tls=ServerTls.of(tls_cert, tls_key, tls_client_ca),

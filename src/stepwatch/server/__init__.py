@@ -6,7 +6,7 @@ from ._auth import is_loopback
 from ._guards import HostAllowList
 from ._options import DEFAULT_MAX_BODY_BYTES, CollectorOptions
 from ._serve import ServerThread, serve
-from ._upkeep import store_limits
+from ._upkeep import store_limits, store_memory_limit
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -18,4 +18,5 @@ __all__ = [
     "is_loopback",
     "serve",
     "store_limits",
+    "store_memory_limit",
 ]

@@ -272,6 +272,12 @@ class Figures(Collector):
             rows.add_metric([table], stats[table])
         yield rows
         yield _gauge(
+            "stepwatch_store_resident_series",
+            "Series of runs the store holds in memory: those of the runs written to lately "
+            "(ended runs' are read back from the file when asked for).",
+            stats["resident_series"],
+        )
+        yield _gauge(
             "stepwatch_store_uncompacted_rows",
             "Samples not yet compacted into the store's tiers.",
             stats["uncompacted"],

@@ -17,9 +17,19 @@ if TYPE_CHECKING:
     from .._encryption import EncryptionKey
     from .._tls import ServerTls
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_OPTIONS", "CollectorOptions"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_OPTIONS",
+    "DEFAULT_STORE_MEMORY_BYTES",
+    "CollectorOptions",
+]
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+_MIN_STORE_MEMORY_BYTES = 32 << 20
+
+#: DuckDB's memory for the store: its block cache stops here rather than at 80 % of RAM.
+DEFAULT_STORE_MEMORY_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,8 @@ class CollectorOptions:
         retention: how long raw samples, each rollup tier and ingested events are kept.
         disk_cap: how large the store may grow (None: what its file system has room for).
         upkeep_interval_s: how often retention runs and the store's size is measured.
+        store_memory_bytes: what the store's database may hold in memory (its cache of the
+            file, indexes, rows not yet checkpointed, query work); queries spill beyond it.
     """
 
     host: str = "127.0.0.1"
@@ -68,6 +80,7 @@ class CollectorOptions:
     retention: Retention = DEFAULT_RETENTION
     disk_cap: DiskCap | None = None
     upkeep_interval_s: float = 10.0
+    store_memory_bytes: int = DEFAULT_STORE_MEMORY_BYTES
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""
@@ -77,6 +90,11 @@ class CollectorOptions:
             )
         if not self.upkeep_interval_s > 0:
             raise ValueError(f"the upkeep interval must be above 0 s: {self.upkeep_interval_s}")
+        if self.store_memory_bytes < _MIN_STORE_MEMORY_BYTES:
+            raise ValueError(
+                f"the store needs at least {_MIN_STORE_MEMORY_BYTES >> 20} MiB of memory: "
+                f"{self.store_memory_bytes} bytes"
+            )
         self.hosts()  # a wrong allowed host name too
 
     @property

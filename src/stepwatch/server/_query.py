@@ -30,10 +30,10 @@ def _series_json(info: SeriesInfo) -> dict[str, Any]:
 
 def _lookup(scope: Scope, who: Identity, series_id: int) -> SeriesInfo:
     """The series with this id, or 404 (a series of another project's run included)."""
-    for info in scope.store.series():
-        if info.id == series_id and scope.sees(who, dict(info.key.labels)):
-            return info
-    raise ApiError(404, f"unknown series {series_id}")
+    info = scope.store.series_info(series_id)
+    if info is None or not scope.sees(who, dict(info.key.labels)):
+        raise ApiError(404, f"unknown series {series_id}")
+    return info
 
 
 def _extent(
@@ -45,10 +45,7 @@ def _extent(
         firsts = [store.raw(i.id, limit=1)["ts"] for i in infos]
         start = min((float(f[0]) for f in firsts if f.size), default=None)
     if end is None:
-        wanted = {i.key for i in infos}
-        names = {i.key.name for i in infos}
-        lasts = [ts for n in names for key, ts, _, _ in store.latest(n) if key in wanted]
-        end = max(lasts, default=None)
+        end = max((ts for _, ts, _, _ in store.latest_of(infos)), default=None)
     if start is None or end is None or end < start:
         return None
     return start, end

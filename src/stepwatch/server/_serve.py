@@ -104,7 +104,7 @@ class ServerThread:
         playbooks = load_playbooks(o.playbooks) if o.playbooks else None
         self._sock = _bind(o.host, self._port)  # a taken port leaves the store untouched
         try:
-            self._store = Store(self._store_path, key=o.key)
+            self._store = Store(self._store_path, key=o.key, memory_limit=o.store_memory_bytes)
         except BaseException:
             self._sock.close()
             raise

@@ -18,13 +18,15 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import psutil
 
 from .._periodic import Periodic
+from .._sizes import parse_size_or_share
 from ..model import COLLECTOR_METRIC_PREFIX, NO_STEP, RecordBatch, SampleBatch, SeriesKey
 from ..store import DEFAULT_RETENTION, DiskCap, Retention, Space, Store
 from ._event_log import COLLECTOR_SOURCE
 
-__all__ = ["SHED_AT", "StoreUpkeep", "store_limits"]
+__all__ = ["SHED_AT", "StoreUpkeep", "store_limits", "store_memory_limit"]
 
 log = logging.getLogger("stepwatch.server")
 
@@ -160,3 +162,12 @@ def store_limits(retention: str | None, max_store_bytes: str | None) -> tuple[Re
     except ValueError as exc:
         raise ValueError(f"--max-store-bytes {max_store_bytes}: {exc}") from None
     return kept, cap
+
+
+def store_memory_limit(text: str) -> int:
+    """Bytes of the ``--store-memory`` option: a size or a share of the machine's memory; a
+    mistake is a ValueError that names the option."""
+    try:
+        return parse_size_or_share(text, psutil.virtual_memory().total, "the machine's memory")
+    except ValueError as exc:
+        raise ValueError(f"--store-memory {text}: {exc}") from None

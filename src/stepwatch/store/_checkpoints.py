@@ -81,7 +81,8 @@ def samples_since(
         if not len(rows["rid"]):
             return
         sids, series = np.unique(np.asarray(rows["series"]), return_inverse=True)
-        keys = [catalogue.keys[int(s)] for s in sids.tolist()]
+        found = catalogue.keys_of(cur, sids.tolist())
+        keys = [found[int(s)] for s in sids.tolist()]
         yield SampleBatch(
             REPLAY_SOURCE,
             0,

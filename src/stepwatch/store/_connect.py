@@ -22,11 +22,16 @@ def _lock_holder(message: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def connect(path: Path, key: EncryptionKey | None = None) -> duckdb.DuckDBPyConnection:
-    """Open the file (encrypted under ``key`` when given) and bring its schema up to this
-    code's version, turning DuckDB's errors into a StoreError that says what."""
+def connect(
+    path: Path, key: EncryptionKey | None = None, memory_limit: int | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open the file (encrypted under ``key`` when given), DuckDB's memory held to
+    ``memory_limit`` bytes (None: DuckDB's default, 80 % of RAM), and bring its schema up to
+    this code's version, turning DuckDB's errors into a StoreError that says what."""
     try:
         con = duckdb.connect(str(path)) if key is None else _encryption.attach(path, key)
+        if memory_limit is not None:
+            con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
     except duckdb.Error as e:
         if (holder := _lock_holder(str(e))) is not None:
             message = f"store {path} is in use by another process (PID {holder})"

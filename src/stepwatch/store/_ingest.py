@@ -9,7 +9,6 @@ runs in ``prepare``, before any write, so a failure leaves the store untouched;
 from __future__ import annotations
 
 import json
-from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -127,6 +126,7 @@ def _samples(batches: list[SampleBatch], ids: Mapping[SeriesKey, int], first_rid
 def prepare(
     batches: Sequence[SampleBatch],
     catalogue: Catalogue,
+    cur: duckdb.DuckDBPyConnection,
     last_seq: Mapping[str, int],
     rid: int,
     eid: int,
@@ -137,14 +137,15 @@ def prepare(
     Ingested events go to ``events``, the collector's (a ``RecordBatch``) to ``records``,
     chained after ``head`` in the order of ``batches``: the writer thread's commit order.
     Ingested events are numbered from ``eid`` on, as samples are from ``rid``: a checkpoint of
-    the collector's state names where in both it stands.
+    the collector's state names where in both it stands. ``cur`` reads back the series of
+    runs the catalogue no longer holds in memory.
     """
     for batch in batches:
         _check(batch)
     accepted, seqs = _accept(batches, last_seq)
     chosen = [b for b, ok in zip(batches, accepted, strict=True) if ok]
-    new_series = catalogue.register(k for b in chosen for k in b.keys)
-    samples = _samples(chosen, ChainMap(new_series.ids, catalogue.ids), rid)
+    new_series = catalogue.register(cur, (k for b in chosen for k in b.keys))
+    samples = _samples(chosen, new_series.ids, rid)
     produced = [e for b in chosen if not isinstance(b, RecordBatch) for e in b.events]
     ingested = [(*event_row(e), eid + i) for i, e in enumerate(produced)]
     records, head = chain(

@@ -109,7 +109,7 @@ def quantiles(h: Buckets, qs: Sequence[float]) -> Quantiles:
 
 
 def label_maps(
-    cat: Catalogue, chosen: list[SeriesInfo], by: str | None
+    cur: duckdb.DuckDBPyConnection, cat: Catalogue, chosen: list[SeriesInfo], by: str | None
 ) -> tuple[list[str | None], pa.Table, pa.Table | None]:
     """The ``by`` values, and series -> value index (and group -> index when groups are whole)."""
     found = {i.key.label(by) for i in chosen} if by else set()
@@ -118,9 +118,10 @@ def label_maps(
     lbl = [index[i.key.label(by) if by else None] for i in chosen]
     ids = pa.array([i.id for i in chosen], pa.int32())
     series_lbl = pa.table({"series": ids, "lbl": pa.array(lbl, pa.int32())})
-    if not cat.whole_groups(chosen, by):
+    grp_of, size = cat.groups_of(cur, [i.id for i in chosen])
+    if not _whole_groups(chosen, grp_of, size, by):
         return values, series_lbl, None
-    groups = {cat.grp_of[i.id]: n for i, n in zip(chosen, lbl, strict=True)}
+    groups = {grp_of[i.id]: n for i, n in zip(chosen, lbl, strict=True)}
     group_lbl = pa.table(
         {
             "grp": pa.array(list(groups), pa.int32()),
@@ -128,6 +129,19 @@ def label_maps(
         }
     )
     return values, series_lbl, group_lbl
+
+
+def _whole_groups(
+    chosen: list[SeriesInfo], grp_of: dict[int, int], size: dict[int, int], by: str | None
+) -> bool:
+    """True when ``chosen`` is a union of whole histogram groups, each with one ``by`` value."""
+    counts: dict[int, int] = {}
+    values: dict[int, set[str | None]] = {}
+    for info in chosen:
+        grp = grp_of[info.id]
+        counts[grp] = counts.get(grp, 0) + 1
+        values.setdefault(grp, set()).add(info.key.label(by) if by else None)
+    return all(n == size[g] and len(values[g]) == 1 for g, n in counts.items())
 
 
 def entries(

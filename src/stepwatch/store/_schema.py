@@ -111,8 +111,14 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_alert_state.RUN_INDEX)
 
 
+def _v5(con: duckdb.DuckDBPyConnection) -> None:
+    """An index of series by run: the catalogue reads a run's series back from the table
+    rather than holding every series ever stored in memory."""
+    con.execute("CREATE INDEX series_run ON series (run)")
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)

@@ -9,21 +9,19 @@ kept free for everything else.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._sizes import parse_size
+from .._sizes import parse_share, parse_size
 
 __all__ = ["DiskCap", "Space"]
 
 #: Kept free on the store's file system: this share of it, at most ``_FLOOR_MAX_BYTES``.
 _FLOOR_SHARE = 0.05
 _FLOOR_MAX_BYTES = 5 << 30
-_SHARE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 
 DiskUsage = Callable[[Path], Any]
 
@@ -54,11 +52,8 @@ class DiskCap:
         text = text.strip()
         if text.lower() == "none":
             return cls()
-        if share := _SHARE_RE.fullmatch(text):
-            pct = float(share.group(1))
-            if not 0 < pct <= 100:
-                raise ValueError(f"a share of the file system lies in (0, 100]%, got {text!r}")
-            return cls(share=pct / 100)
+        if (share := parse_share(text, "the file system")) is not None:
+            return cls(share=share)
         try:
             size = parse_size(text)
         except ValueError:

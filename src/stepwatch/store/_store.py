@@ -65,7 +65,9 @@ class Store:
     With ``key`` the file is an encrypted database (created so when new); a file opens only
     with the key it was written with, and a plain file only without one. Memory holds the
     last seqs and owners of the ``source_limit`` sources heard from latest; others are read
-    back from the store.
+    back from the store. DuckDB's own memory (blocks it cached, indexes, rows not yet
+    checkpointed, query work) stays within ``memory_limit`` bytes; what a query needs beyond
+    it spills to a temporary file beside the store.
 
     Writes serialise on one lock; every read runs in its own cursor and
     transaction, so queries from other threads see a consistent snapshot.
@@ -78,6 +80,7 @@ class Store:
         clock: Callable[[], float] = time.time,
         key: EncryptionKey | None = None,
         source_limit: int = DEFAULT_SOURCE_LIMIT,
+        memory_limit: int | None = None,
     ) -> None:
         self.path = Path(path)
         self._source_limit = source_limit
@@ -92,7 +95,7 @@ class Store:
         self._closed = True
         self.current = CurrentState(self._txn, lambda: self._head.seq)
         try:
-            self._con = connect(self.path, key)
+            self._con = connect(self.path, key, memory_limit)
             self._closed = False
             with self._txn() as cur:
                 self._load(cur)
@@ -201,10 +204,13 @@ class Store:
         with self._lock:
             sent = {b.source for b in batches if not isinstance(b, RecordBatch)}
             seqs = self._sources.seqs(sent)
-            prep = prepare(batches, self._cat, seqs, self._next_rid, self._next_eid, self._head)
-            if any(prep.accepted):
-                with self._txn() as cur:
+            with self._txn() as cur:
+                prep = prepare(
+                    batches, self._cat, cur, seqs, self._next_rid, self._next_eid, self._head
+                )
+                if any(prep.accepted):
                     write(cur, prep)
+            if any(prep.accepted):
                 self._cat.add(prep.new_series)
                 self._next_rid = prep.next_rid
                 self._next_eid = prep.next_eid
@@ -280,9 +286,13 @@ class Store:
 
     def upsert_run(self, *runs: Run) -> None:
         """Insert or replace runs, in one transaction."""
-        with self._lock, self._txn() as cur:
+        with self._lock:
+            with self._txn() as cur:
+                for run in runs:
+                    _runs.upsert_run(cur, run)
             for run in runs:
-                _runs.upsert_run(cur, run)
+                if run.status != RunStatus.RUNNING:
+                    self._cat.forget(run.id)
 
     def get_run(self, run_id: str) -> Run | None:
         """The run with this id, or None."""
@@ -298,12 +308,14 @@ class Store:
         """Set a run's final status and end time (now by default); KeyError if unknown."""
         if status not in RunStatus.ALL:
             raise ValueError(f"unknown run status {status!r}; one of {RunStatus.ALL}")
-        with self._lock, self._txn() as cur:
-            run = _runs.get_run(cur, run_id)
-            if run is None:
-                raise KeyError(run_id)
-            run.status, run.end = status, self._clock() if end is None else float(end)
-            _runs.upsert_run(cur, run)
+        with self._lock:
+            with self._txn() as cur:
+                run = _runs.get_run(cur, run_id)
+                if run is None:
+                    raise KeyError(run_id)
+                run.status, run.end = status, self._clock() if end is None else float(end)
+                _runs.upsert_run(cur, run)
+            self._cat.forget(run_id)
         return run
 
     def events(
@@ -380,7 +392,14 @@ class Store:
 
     def series(self, name: str | None = None, match: LabelMatch | None = None) -> list[SeriesInfo]:
         """Stored series with this name (any if None) whose labels equal ``match``."""
-        return self._cat.select(name, match)
+        with self._txn() as cur:
+            return self._cat.select(cur, name, match)
+
+    def series_info(self, series_id: int) -> SeriesInfo | None:
+        """The stored series with this id, or None."""
+        with self._txn() as cur:
+            key = self._cat.keys_of(cur, [series_id]).get(series_id)
+        return None if key is None else SeriesInfo(series_id, key)
 
     def raw(
         self,
@@ -423,8 +442,10 @@ class Store:
         computed). Series without samples in the range are left out.
         """
         names = [name] if name is None or isinstance(name, str) else list(dict.fromkeys(name))
-        chosen = list({i.id: i for n in names for i in self._cat.select(n, match)}.values())
         with self._snapshot() as (cur, watermark):
+            chosen = list(
+                {i.id: i for n in names for i in self._cat.select(cur, n, match)}.values()
+            )
             p = plan(start, end, points, kept=_prune.read_kept(cur))
             got = _multi.downsample_many(cur, [i.id for i in chosen], p, watermark, fields)
         return [(info, got[info.id]) for info in chosen if info.id in got]
@@ -447,9 +468,9 @@ class Store:
         """
         if any(not 0.0 <= q <= 1.0 for q in qs):
             raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
-        chosen = self._cat.select(name, match)
-        values, series_lbl, group_lbl = _percentiles.label_maps(self._cat, chosen, by)
         with self._snapshot() as (cur, watermark):
+            chosen = self._cat.select(cur, name, match)
+            values, series_lbl, group_lbl = _percentiles.label_maps(cur, self._cat, chosen, by)
             p = plan(start, end, points, kept=_prune.read_kept(cur))
             hist = _percentiles.histogram(cur, p, watermark, series_lbl, group_lbl)
         return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
@@ -458,11 +479,16 @@ class Store:
         self, name: str | None = None, match: LabelMatch | None = None
     ) -> list[tuple[SeriesKey, float, int, float]]:
         """(key, ts, step, value) of the newest sample of each matching series that has one."""
-        cat = self._cat
-        ids = [i.id for i in cat.select(name, match)]
+        with self._txn() as cur:
+            chosen = self._cat.select(cur, name, match)
+        return self.latest_of(chosen)
+
+    def latest_of(self, chosen: Sequence[SeriesInfo]) -> list[tuple[SeriesKey, float, int, float]]:
+        """``latest`` of these series."""
+        keys = {i.id: i.key for i in chosen}
         with self._snapshot() as (cur, watermark):
-            rows = _query.latest(cur, ids, watermark)
-        return [(cat.keys[sid], ts, step, value) for sid, ts, step, value in rows]
+            rows = _query.latest(cur, list(keys), watermark)
+        return [(keys[sid], ts, step, value) for sid, ts, step, value in rows]
 
     # ---- housekeeping -------------------------------------------------------------------
 
@@ -475,7 +501,8 @@ class Store:
         return path
 
     def stats(self) -> dict[str, int]:
-        """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk."""
+        """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk,
+        series of runs held in memory."""
         with self._snapshot() as (cur, watermark):
             ((samples, runs, events, records),) = cur.execute(
                 "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM runs), "
@@ -489,4 +516,5 @@ class Store:
             "records": int(records),
             "uncompacted": self._next_rid - watermark,
             "file_bytes": file_bytes(self.path),
+            "resident_series": self._cat.resident()[1],
         }

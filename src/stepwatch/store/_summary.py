@@ -58,10 +58,9 @@ def _latest(
     cur: duckdb.DuckDBPyConnection, cat: Catalogue, run_ids: set[str], watermark: int
 ) -> dict[str, _Latest]:
     """Per run: newest ts, highest step (and the series that reached it), newest loss/tokens."""
-    found = cur.execute(
-        "SELECT id, run FROM series WHERE list_contains(?, run)", [sorted(run_ids)]
-    ).fetchall()
-    run_of = {int(sid): str(run) for sid, run in found if int(sid) in cat.keys}
+    found = cat.select(cur, None, {"run": frozenset(run_ids)})
+    run_of = {i.id: str(i.key.label("run")) for i in found}
+    name_of = {i.id: i.key.name for i in found}
     ids = list(run_of)
     out = {r: _Latest(values={}) for r in run_ids}
     for sid, ts, step, value in _query.latest(cur, ids, watermark):
@@ -70,7 +69,7 @@ def _latest(
         acc.last_ts = ts if acc.last_ts is None else max(acc.last_ts, ts)
         if step != NO_STEP and (acc.step is None or step > acc.step):
             acc.step, acc.pace_series = step, sid
-        name = cat.keys[sid].name
+        name = name_of[sid]
         if name == DROPPED_SAMPLES and math.isfinite(value):
             acc.dropped += value
         if name in ("train.loss", "train.tokens_per_s"):
