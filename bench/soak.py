@@ -8,9 +8,9 @@ built-in rules running), then, for each run in turn: creates it, posts ``--steps
 ``--series`` series in ``--batches`` SWB batches over one keep-alive connection, and finishes
 it. After 10, 100 and every tenfold more runs (and the last) it prints the collector's RSS
 (and how much of it DuckDB holds), the ingest latency (acknowledged, so committed) of the
-batches since the previous report, the latency of finishing a run and how many runs detection
-holds state of (-1: not told),
-and at the end how the last figures compare with those after 10 runs. Prints figures; never
+batches since the previous report, the latency of finishing a run, how many runs detection
+holds state of (-1: not told) and how many series the store's catalogue holds in memory, and
+at the end how the last figures compare with those after 10 runs. Prints figures; never
 passes or fails on time.
 """
 
@@ -54,6 +54,7 @@ class Figures:
     rss_mib: float
     held: int = 0  # runs whose detection state the collector holds
     store_mib: float = 0.0  # what DuckDB holds of that RSS (its /metrics figure)
+    resident: int = 0  # series the store's catalogue holds in memory
     batch_ms: list[float] = field(default_factory=list)
     finish_ms: list[float] = field(default_factory=list)
 
@@ -63,7 +64,8 @@ class Figures:
             f"after {self.runs:>6,} runs: RSS {self.rss_mib:7.1f} MiB (DuckDB "
             f"{self.store_mib:5.1f})  batch p50 "
             f"{np.percentile(b, 50):6.2f} ms p95 {np.percentile(b, 95):6.2f} ms  "
-            f"finish p50 {np.percentile(f, 50):6.2f} ms  detection holds {self.held} runs"
+            f"finish p50 {np.percentile(f, 50):6.2f} ms  detection holds {self.held} runs, "
+            f"the catalogue {self.resident} series"
         )
 
 
@@ -144,6 +146,7 @@ def _soak(args: argparse.Namespace, workdir: Path) -> list[Figures]:
                 current.runs, current.rss_mib = i + 1, proc.memory_info().rss / 2**20
                 current.held = json.loads(client.get("/api/v1/alerts/stats")).get("runs", -1)
                 current.store_mib = client.figure("stepwatch_store_memory_bytes") / 2**20
+                current.resident = int(client.figure("stepwatch_store_resident_series"))
                 print(current.line(), flush=True)
                 out.append(current)
                 current = Figures(0, 0.0)
