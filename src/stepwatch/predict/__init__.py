@@ -1,0 +1,18 @@
+"""Forecasts from a run's data as it arrives: where its loss will land, from the law of its
+learning rate's areas and its stated schedule."""
+
+from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
+from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
+from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
+
+__all__ = [
+    "ANNEALING_MOMENTUM",
+    "FINAL_WINDOW",
+    "SCHEDULE_TYPES",
+    "LossForecast",
+    "LossLaw",
+    "LrSchedule",
+    "ScheduleError",
+    "forecast_final_loss",
+    "lr_areas",
+]
