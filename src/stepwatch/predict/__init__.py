@@ -1,6 +1,8 @@
-"""Forecasts from a run's data as it arrives: where its loss will land, from the law of its
-learning rate's areas and its stated schedule."""
+"""Forecasts from a run's data as it arrives: when it will reach its planned last step
+(pauses included), and where its loss will land, from the law of its learning rate's areas
+and its stated schedule."""
 
+from ._eta import Eta, Pauses, forecast_eta
 from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
 from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
@@ -9,10 +11,13 @@ __all__ = [
     "ANNEALING_MOMENTUM",
     "FINAL_WINDOW",
     "SCHEDULE_TYPES",
+    "Eta",
     "LossForecast",
     "LossLaw",
     "LrSchedule",
+    "Pauses",
     "ScheduleError",
+    "forecast_eta",
     "forecast_final_loss",
     "lr_areas",
 ]
