@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._resample import resample_blocks
+
 __all__ = ["Eta", "Pauses", "forecast_eta"]
 
 #: The fewest steps seen before an ETA is made.
@@ -161,8 +163,5 @@ def _pauses_ahead(
 
 def _draws(pace: np.ndarray, left: int, rng: np.random.Generator) -> np.ndarray:
     """Seconds of ``left`` productive steps: the pace's mean over block-resampled histories."""
-    n = len(pace)
-    block = min(_BLOCK, n)
-    starts = rng.integers(0, n - block + 1, size=(_DRAWS, -(-n // block)))
-    means = [np.concatenate([pace[i : i + block] for i in row])[:n].mean() for row in starts]
+    means = [resample_blocks(pace, _BLOCK, rng).mean() for _ in range(_DRAWS)]
     return np.asarray(means) * left

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._loss_law import LossLaw, lr_areas
+from ._resample import resample_blocks
 from ._schedule import LrSchedule
 
 __all__ = ["FINAL_WINDOW", "LossForecast", "forecast_final_loss"]
@@ -72,7 +73,7 @@ def forecast_final_loss(
     window = _Window(total, seen_steps, seen_loss)
     finals: list[float] = []
     for _ in range(_DRAWS):
-        refit = LossLaw.fit(s1, s2, law.loss(s1, s2) + _blocks(residual, rng))
+        refit = LossLaw.fit(s1, s2, law.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng))
         finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
     spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
     draws = np.asarray(finals) + rng.normal(0.0, spread, len(finals))
@@ -150,11 +151,3 @@ def _buckets(steps: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarra
     )
     noise = float(np.std(v - mean[np.cumsum(used)[index] - 1])) if len(v) > 1 else 0.0
     return middle, mean, noise
-
-
-def _blocks(residual: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The residuals resampled in blocks of ``_BLOCK`` neighbours, to their length."""
-    n = len(residual)
-    block = min(_BLOCK, n)
-    starts = rng.integers(0, n - block + 1, size=-(-n // block))
-    return np.concatenate([residual[i : i + block] for i in starts])[:n]
