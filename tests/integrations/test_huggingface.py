@@ -108,6 +108,8 @@ def test_trainer_steps_logs_and_checkpoints_reach_the_collector(
     )
     assert meta["planned_total_steps"] == STEPS
     assert meta["config"]["args"]["max_steps"] == STEPS and meta["config"]["model"]["n_embd"] == 32
+    stated = {"type": "linear", "peak_lr": 1e-3, "warmup_steps": 0, "total_steps": STEPS}
+    assert meta["config"]["lr_schedule"] == {**stated, "final_lr": 0.0}
 
 
 def test_a_given_run_is_used_and_left_open(tmp_path: Path, offline: None) -> None:

@@ -26,14 +26,16 @@ def test_the_package_exports_what_it_means_to() -> None:
 @pytest.mark.parametrize(
     ("kind", "more", "at", "rates"),
     [
-        ("cosine", {}, [0, 49, 99, 100, 600, 1100, 2000],
-         [PEAK / 100, PEAK / 2, PEAK, PEAK, (PEAK + FINAL) / 2, FINAL, FINAL]),
+        ("cosine", {}, [0, 50, 99, 100, 600, 1100, 2000],
+         [0.0, PEAK / 2, PEAK * 0.99, PEAK, (PEAK + FINAL) / 2, FINAL, FINAL]),
         ("linear", {}, [100, 350, 600, 1100], [PEAK, PEAK - 0.25 * (PEAK - FINAL),
                                                (PEAK + FINAL) / 2, FINAL]),
         ("wsd", {"decay_start_step": 900}, [100, 899, 900, 1000, 1100],
          [PEAK, PEAK, PEAK, (PEAK + FINAL) / 2, FINAL]),
-        ("inv_sqrt", {}, [99, 399, 2499], [PEAK, PEAK / 2, PEAK / 5]),
-        ("constant", {}, [99, 100, 5000], [PEAK, PEAK, PEAK]),
+        ("wsd", {"decay_start_step": 900, "decay_type": "cosine"}, [899, 950, 1000, 1100],
+         [PEAK, PEAK - (PEAK - FINAL) * (1 - 0.5 ** 0.5) / 2, (PEAK + FINAL) / 2, FINAL]),
+        ("inv_sqrt", {}, [100, 400, 2500], [PEAK, PEAK / 2, PEAK / 5]),
+        ("constant", {}, [100, 101, 5000], [PEAK, PEAK, PEAK]),
     ],
 )  # fmt: skip
 def test_each_shape_gives_its_rate_at_each_step(
@@ -68,7 +70,9 @@ def test_a_schedule_without_warmup_starts_at_its_peak() -> None:
          "wsd schedule"),
         ({"type": "cosine", "peak_lr": 1.0, "total_steps": 10, "min_lr": 0},
          "lr_schedule: unknown field 'min_lr' (fields: type, warmup_steps, peak_lr, final_lr, "
-         "total_steps, decay_start_step)"),
+         "total_steps, decay_start_step, decay_type)"),
+        ({"type": "wsd", "peak_lr": 1.0, "total_steps": 10, "decay_start_step": 5,
+          "decay_type": "step"}, "lr_schedule.decay_type: 'step' is not one of linear, cosine"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_refused_in_words_that_name_the_field(

@@ -25,6 +25,7 @@ from ..torch._control import Guard, LoweredRates, rates
 from ..torch._device import Host, device_of
 from ..torch._grads import trainable
 from ..torch._steps import Recorder, Timeline
+from ._hf_schedule import hf_lr_schedule
 from ._names import hf_metrics
 from ._owner import RunOwner
 from ._rollback import newest_good
@@ -122,10 +123,13 @@ class StepwatchCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         model = kwargs.get("model")
+        config = _config(args, model)
+        if state.max_steps and (schedule := hf_lr_schedule(args, state.max_steps)) is not None:
+            config["lr_schedule"] = schedule
         run = self._owner.start(
             project=getattr(args, "project", None) or "huggingface",
             name=args.run_name,
-            config=_config(args, model),
+            config=config,
             planned_total_steps=state.max_steps or None,
         )
         self._saved = []

@@ -16,7 +16,17 @@ __all__ = ["SCHEDULE_TYPES", "LrSchedule", "ScheduleError"]
 #: The shapes a schedule may have after its warm-up.
 SCHEDULE_TYPES = ("cosine", "linear", "wsd", "inv_sqrt", "constant")
 
-_FIELDS = ("type", "warmup_steps", "peak_lr", "final_lr", "total_steps", "decay_start_step")
+_FIELDS = (
+    "type",
+    "warmup_steps",
+    "peak_lr",
+    "final_lr",
+    "total_steps",
+    "decay_start_step",
+    "decay_type",
+)
+#: How a wsd schedule's decay runs from its peak to its final rate.
+_DECAYS = ("linear", "cosine")
 
 
 class ScheduleError(ValueError):
@@ -25,12 +35,14 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LrSchedule:
-    """Linear warm-up from 0 to ``peak_lr`` over ``warmup_steps``, then ``type``:
+    """Linear warm-up from 0 at step 0 to ``peak_lr`` at ``warmup_steps``, then ``type``
+    (steps counted as Hugging Face's schedulers count them: step s trains at the rate after s
+    scheduler steps):
 
     - cosine / linear: from ``peak_lr`` to ``final_lr`` at ``total_steps``;
-    - wsd (warm-up, stable, decay): ``peak_lr`` until ``decay_start_step``, then linear to
-      ``final_lr`` at ``total_steps``;
-    - inv_sqrt: ``peak_lr · sqrt(warmup_steps / step)``;
+    - wsd (warm-up, stable, decay): ``peak_lr`` until ``decay_start_step``, then to
+      ``final_lr`` at ``total_steps``, linearly or along a half cosine (``decay_type``);
+    - inv_sqrt: ``peak_lr · sqrt(warmup_steps / step)`` (a warm-up of at least one step);
     - constant: ``peak_lr``.
     """
 
@@ -40,6 +52,7 @@ class LrSchedule:
     warmup_steps: int = 0
     final_lr: float = 0.0
     decay_start_step: int | None = None
+    decay_type: str = "linear"
 
     def __post_init__(self) -> None:
         if self.type not in SCHEDULE_TYPES:
@@ -56,6 +69,10 @@ class LrSchedule:
             raise ScheduleError(
                 f"lr_schedule.warmup_steps: {self.warmup_steps} must lie in "
                 f"[0, total_steps={self.total_steps})"
+            )
+        if self.decay_type not in _DECAYS:
+            raise ScheduleError(
+                f"lr_schedule.decay_type: {self.decay_type!r} is not one of {', '.join(_DECAYS)}"
             )
         if self.type == "wsd":
             start = self.decay_start_step
@@ -85,6 +102,7 @@ class LrSchedule:
             warmup_steps=_count(config, "warmup_steps", 0),
             final_lr=_number(config, "final_lr", 0.0),
             decay_start_step=None if start is None else _count(config, "decay_start_step"),
+            decay_type=str(config.get("decay_type", "linear")),
         )
 
     def lr(self, steps: np.ndarray) -> np.ndarray:
@@ -95,7 +113,7 @@ class LrSchedule:
         after = self._after_warmup(s, w, peak, final, total)
         if w == 0:
             return after
-        return np.where(s < w, peak * (s + 1) / w, after)
+        return np.where(s < w, peak * s / w, after)
 
     def _after_warmup(
         self, s: np.ndarray, w: int, peak: float, final: float, total: int
@@ -106,12 +124,18 @@ class LrSchedule:
             return final + (peak - final) * 0.5 * (1.0 + np.cos(np.pi * t))
         if self.type == "linear":
             return peak + (final - peak) * t
+        if self.decay_type not in _DECAYS:
+            raise ScheduleError(
+                f"lr_schedule.decay_type: {self.decay_type!r} is not one of {', '.join(_DECAYS)}"
+            )
         if self.type == "wsd":
             start = self.decay_start_step if self.decay_start_step is not None else total
             d = np.clip((s - start) / max(total - start, 1), 0.0, 1.0)
+            if self.decay_type == "cosine":
+                d = 0.5 * (1.0 - np.cos(np.pi * d))
             return peak + (final - peak) * d
         if self.type == "inv_sqrt":
-            return peak * np.sqrt(max(w, 1) / np.maximum(s + 1, max(w, 1)))
+            return peak * np.sqrt(max(w, 1) / np.maximum(s, max(w, 1)))
         return np.full(s.shape, peak)
 
 
