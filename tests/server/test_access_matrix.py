@@ -58,6 +58,7 @@ ROUTES: dict[str, Rule] = {
     "GET /api/v1/runs": Rule("read", other=None),
     "GET /api/v1/runs/{run_id}": Rule("read"),
     "POST /api/v1/runs/{run_id}/finish": Rule("write|operate"),
+    "GET /api/v1/runs/{run_id}/forecast": Rule("read"),
     "POST /api/v1/runs/{run_id}/commands": Rule("operate", 201),
     "GET /api/v1/runs/{run_id}/commands": Rule("write|read"),
     "POST /api/v1/runs/{run_id}/commands/{command_id}/ack": Rule("write"),

@@ -5,6 +5,7 @@ and its stated schedule."""
 from ._eta import Eta, Pauses, forecast_eta
 from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
 from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
+from ._run_forecast import Series, forecast_run
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
 
 __all__ = [
@@ -17,7 +18,9 @@ __all__ = [
     "LrSchedule",
     "Pauses",
     "ScheduleError",
+    "Series",
     "forecast_eta",
     "forecast_final_loss",
+    "forecast_run",
     "lr_areas",
 ]

@@ -27,6 +27,7 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
+from ._forecast import forecast_router
 from ._guards import Guards
 from ._ingest import IngestStats, ingest_router
 from ._jsonio import JSON, error_response
@@ -218,6 +219,7 @@ def create_app(
     include(app, dashboard_router(scope))  # before runs: /runs/summary is no run id
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))
+    include(app, forecast_router(scope))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))
     include(app, silences_router(detection.silences, store))

@@ -1,0 +1,31 @@
+"""A run's forecast as the API answers it: every field present, null where nothing is known,
+and a schedule stated wrongly said in words rather than failing the answer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stepwatch.predict import Series, forecast_run
+
+FIELDS = {"at_step", "planned_total_steps", "schedule", "schedule_error", "eta_s", "eta_s_p10",
+          "eta_s_p90", "naive_eta_s", "step_s", "final_loss_p10", "final_loss_p50",
+          "final_loss_p90", "basis"}  # fmt: skip
+
+
+def _loss(n: int) -> Series:
+    steps = np.arange(n)
+    return Series(steps, 1e9 + steps * 0.5, 2.0 + 3.0 / np.sqrt(steps + 1))
+
+
+def test_every_field_is_there_and_null_without_a_loss_or_a_plan() -> None:
+    for loss, planned in [(None, 1000), (_loss(100), None), (_loss(5), 1000)]:
+        got = forecast_run(loss, None, planned, {})
+        assert set(got) == FIELDS
+        assert got["eta_s"] is None and got["final_loss_p50"] is None
+
+
+def test_a_schedule_that_is_no_mapping_is_said_and_the_loss_still_forecast() -> None:
+    got = forecast_run(_loss(300), None, 1000, {"lr_schedule": "cosine"})
+    assert got["schedule_error"] == "lr_schedule: expected a mapping, got str"
+    assert got["basis"] == "steps" and got["final_loss_p50"] is not None
+    assert got["eta_s"] is not None and got["at_step"] == 299
