@@ -30,13 +30,18 @@ def _truth() -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
 
 def _send(client: httpx.Client, run: str, config: dict[str, Any], lr_too: bool = True) -> None:
     ts, loss, lr, _, _ = _truth()
-    doc = {"id": run, "project": "p", "config": config, "planned_total_steps": TOTAL}
+    doc = {"id": run, "project": "p", "config": config, "planned_total_steps": TOTAL,
+           "start": T0}  # fmt: skip
     assert client.post("/api/v1/runs", json=doc).is_success
     names = [("train.loss", loss)] + ([("train.lr", lr)] if lr_too else [])
     samples = [
         {"name": name, "labels": {"run": run, "rank": "0"}, "step": s, "ts": ts[s], "value": v[s]}
         for s in range(SEEN)
         for name, v in names
+    ]
+    samples += [  # the evaluations the run logs, at the steps they paused
+        {"name": "eval.loss", "labels": {"run": run}, "step": s, "ts": ts[s], "value": 2.0}
+        for s in range(EVAL_EVERY, SEEN, EVAL_EVERY)
     ]
     sent = client.post("/api/v1/ingest", json={"source": run, "seq": 1, "samples": samples})
     assert sent.is_success, sent.text
@@ -60,6 +65,10 @@ def test_a_run_with_its_schedule_gets_its_eta_and_final_loss(client: httpx.Clien
     assert got["naive_eta_s"] < 0.95 * eta  # it misses the evaluations to come
     assert got["final_loss_p50"] == pytest.approx(final, rel=0.03)
     assert got["final_loss_p10"] < got["final_loss_p50"] < got["final_loss_p90"]
+    spent = got["goodput"]  # the run started at T0 (its doc's start): no start-up
+    assert spent["evaluation_s"] == pytest.approx(EVAL_S * ((SEEN - 1) // EVAL_EVERY), rel=0.05)
+    assert spent["stalls_s"] == spent["lost_s"] == spent["checkpoint_s"] == 0.0
+    assert spent["goodput"] == pytest.approx(spent["productive_s"] / spent["wall_s"])
 
 
 def test_a_schedule_stated_wrongly_is_said_and_the_rate_seen_is_used(
@@ -78,4 +87,5 @@ def test_without_a_loss_or_a_plan_the_figures_are_null(client: httpx.Client) -> 
     assert client.post("/api/v1/runs", json={"id": "r3", "project": "p"}).is_success
     got = client.get("/api/v1/runs/r3/forecast").json()
     assert got["at_step"] is None and got["eta_s"] is None and got["final_loss_p50"] is None
+    assert got["goodput"] is None
     assert client.get("/api/v1/runs/nope/forecast").status_code == 404

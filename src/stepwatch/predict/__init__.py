@@ -4,6 +4,7 @@ and its stated schedule."""
 
 from ._eta import Eta, Pauses, forecast_eta
 from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
+from ._goodput import Goodput, goodput
 from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
 from ._run_forecast import Series, forecast_run
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
@@ -13,6 +14,7 @@ __all__ = [
     "FINAL_WINDOW",
     "SCHEDULE_TYPES",
     "Eta",
+    "Goodput",
     "LossForecast",
     "LossLaw",
     "LrSchedule",
@@ -22,5 +24,6 @@ __all__ = [
     "forecast_eta",
     "forecast_final_loss",
     "forecast_run",
+    "goodput",
     "lr_areas",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._resample import resample_blocks
 
-__all__ = ["Eta", "Pauses", "forecast_eta"]
+__all__ = ["Eta", "Pauses", "forecast_eta", "is_pause"]
 
 #: The fewest steps seen before an ETA is made.
 MIN_STEPS = 20
@@ -67,7 +67,7 @@ def forecast_eta(steps: np.ndarray, ts: np.ndarray, planned_total_steps: int) ->
     if len(step) < MIN_STEPS or step[-1] >= total - 1:
         return None
     per_step = np.diff(at) / np.maximum(np.diff(step), 1)  # a gap in logging spreads evenly
-    pause = _pauses(per_step)
+    pause = is_pause(per_step, per_step)
     productive = per_step[~pause]
     pace = productive[-_PACE_STEPS:]
     left = total - 1 - int(step[-1])
@@ -96,11 +96,11 @@ def _last_per_step(steps: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.nd
     return s, monotone
 
 
-def _pauses(per_step: np.ndarray) -> np.ndarray:
-    """Which steps are pauses: well above the typical step time."""
-    median = float(np.median(per_step))
-    mad = float(np.median(np.abs(per_step - median)))
-    return per_step > median * (1 + _PAUSE_FACTOR) + 5 * 1.4826 * mad
+def is_pause(took: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Which step times are pauses: well above the typical of ``reference``."""
+    median = float(np.median(reference))
+    mad = float(np.median(np.abs(reference - median)))
+    return np.asarray(took > median * (1 + _PAUSE_FACTOR) + 5 * 1.4826 * mad)
 
 
 def _classify(
