@@ -18,8 +18,9 @@ STEPS = 6
 LEAFSPEC = r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning"
 
 
-def make_module(base: type[Any]) -> Any:
-    """A tiny regression LightningModule on top of ``base`` that remembers its losses."""
+def make_module(base: type[Any], schedule: Any = None) -> Any:
+    """A tiny regression LightningModule on top of ``base`` that remembers its losses; its
+    rate halves every step, or follows ``schedule`` (a factor of the step) when given."""
 
     class Tiny(base):  # type: ignore[misc,valid-type]
         def __init__(self, lr: float = 0.1) -> None:
@@ -38,7 +39,11 @@ def make_module(base: type[Any]) -> Any:
 
         def configure_optimizers(self) -> Any:
             optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+            scheduler = (
+                torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+                if schedule is None
+                else torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+            )
             return [optimizer], [{"scheduler": scheduler, "interval": "step"}]
 
     return Tiny()
@@ -94,6 +99,30 @@ def test_fit_reaches_the_collector(server: Any, tmp_path: Path) -> None:
     meta = httpx.get(f"{server.url}/api/v1/runs/r-pl", timeout=10).json()
     assert (meta["status"], meta["project"], meta["name"]) == ("finished", "lightning", "Tiny")
     assert meta["planned_total_steps"] == STEPS and meta["config"]["hparams"] == {"lr": 0.1}
+    assert "lr_schedule" not in meta["config"]  # halving every step: no shape of the format
+
+
+@pytest.mark.filterwarnings(LEAFSPEC)
+def test_a_schedule_of_a_shape_the_format_holds_is_stated(server: Any, tmp_path: Path) -> None:
+    import lightning.pytorch as pl
+
+    from stepwatch.integrations.lightning import StepwatchCallback
+
+    def warm_cosine(s: int) -> float:
+        return s / 2 if s < 2 else 0.5 * (1 + math.cos(math.pi * (s - 2) / (STEPS - 2)))
+
+    module = make_module(pl.LightningModule, warm_cosine)
+    callback = StepwatchCallback(server=server.url, run_id="r-pl-cos", dir=tmp_path / "spool")
+    fit(pl.Trainer, module, callback)
+    meta = httpx.get(f"{server.url}/api/v1/runs/r-pl-cos", timeout=10).json()
+    stated = meta["config"]["lr_schedule"]
+    assert {k: v for k, v in stated.items() if k != "final_lr"} == {
+        "type": "cosine", "peak_lr": 0.1, "warmup_steps": 2, "total_steps": STEPS,
+    }  # fmt: skip
+    assert stated["final_lr"] == pytest.approx(0.0, abs=1e-12)
+    assert stored(server.url, "train.lr", "r-pl-cos") == {
+        s: pytest.approx(0.1 * warm_cosine(s)) for s in range(STEPS)
+    }
 
 
 @pytest.mark.filterwarnings(LEAFSPEC)

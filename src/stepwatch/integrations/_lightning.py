@@ -22,6 +22,7 @@ from ..torch._clip import covers, listen
 from ..torch._control import Guard, LoweredRates, rates
 from ..torch._device import device_of
 from ..torch._grads import Labelled, grad_norm, learning_rates, trainable
+from ..torch._schedule import stated_schedule
 from ..torch._steps import Recorder, Timeline
 from ._owner import RunOwner
 from ._rollback import newest_good
@@ -34,6 +35,16 @@ def _planned(trainer: Any) -> int | None:
         return int(trainer.max_steps)
     total = trainer.estimated_stepping_batches
     return int(total) if math.isfinite(total) else None
+
+
+def _lr_schedule(trainer: Any, planned: int | None) -> dict[str, Any]:
+    """``{"lr_schedule": ...}`` of the first scheduler stepped every optimizer step, when its
+    rates take a shape the format holds; else nothing."""
+    stepped = [c.scheduler for c in trainer.lr_scheduler_configs if c.interval == "step"]
+    if not planned or not stepped:
+        return {}
+    schedule = stated_schedule(stepped[0], planned)
+    return {} if schedule is None else {"lr_schedule": schedule}
 
 
 def _config(trainer: Any, module: Any) -> dict[str, Any]:
@@ -138,11 +149,12 @@ class LightningHooks:
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         rank = {"rank": trainer.global_rank} if trainer.world_size > 1 else {}
+        planned = _planned(trainer)
         run = self._owner.start(
             project="lightning",
             name=type(pl_module).__name__,
-            config=_config(trainer, pl_module),
-            planned_total_steps=_planned(trainer),
+            config=_config(trainer, pl_module) | _lr_schedule(trainer, planned),
+            planned_total_steps=planned,
             labels=rank,
         )
         device = device_of(pl_module)
