@@ -5,7 +5,8 @@ Evaluation and checkpoints pause a run every so many steps: a naive ETA (steps l
 recent step time) misses them, or counts one as the pace when it just happened. So the steps
 are split into productive ones and pauses (a step taking well over the typical); pauses that
 recur at a fixed step period (evaluation, checkpoints) are expected again at that period and
-cost, the others (stalls, restarts) at the rate and cost seen so far.
+cost, the others (stalls, restarts) at the rate and cost seen so far. The pace's own
+uncertainty is how far it has wandered over the run, not only the noise of its last steps.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _PACE_STEPS = 500
 #: A step is a pause when it takes more than this many typical steps (and 5 MADs) longer.
 _PAUSE_FACTOR = 1.5
 _DRAWS = 400
+#: Stretches of the productive history whose mean paces show how far the pace wanders.
+_STRETCHES = 10
 #: Pauses fewer steps apart than this are not taken for a cadence.
 _MIN_PERIOD = 10
 _BLOCK = 20
@@ -74,7 +77,7 @@ def forecast_eta(steps: np.ndarray, ts: np.ndarray, planned_total_steps: int) ->
     extra = (per_step - float(np.median(pace)))[pause]
     pauses, on = _classify(step[1:][pause], extra, int(step[0]), int(step[-1]))
     rng = np.random.default_rng(0)
-    draws = _draws(pace, left, rng) + _pauses_ahead(
+    draws = _draws(productive, pace, left, rng) + _pauses_ahead(
         pauses, extra[on], extra[~on], int(step[-1]), total, len(step), rng
     )
     p10, p50, p90 = np.quantile(draws, [0.1, 0.5, 0.9]).tolist()
@@ -161,7 +164,15 @@ def _pauses_ahead(
     return out
 
 
-def _draws(pace: np.ndarray, left: int, rng: np.random.Generator) -> np.ndarray:
-    """Seconds of ``left`` productive steps: the pace's mean over block-resampled histories."""
-    means = [resample_blocks(pace, _BLOCK, rng).mean() for _ in range(_DRAWS)]
-    return np.asarray(means) * left
+def _draws(
+    productive: np.ndarray, pace: np.ndarray, left: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Seconds of ``left`` productive steps: the recent pace, give or take how far the pace
+    has wandered over the run: the spread of its means over stretches of the history beyond
+    what the noise of single steps would give them, which outlasts that noise."""
+    stretches = np.array_split(productive, max(2, min(_STRETCHES, len(productive) // _BLOCK)))
+    means = np.array([c.mean() for c in stretches])
+    noise = float(np.mean([c.var() / len(c) for c in stretches]))
+    wander = float(np.sqrt(max(float(np.var(means, ddof=1)) - noise, 0.0)))
+    drawn = [resample_blocks(pace, _BLOCK, rng).mean() for _ in range(_DRAWS)]
+    return (np.asarray(drawn) + rng.normal(0.0, wander, _DRAWS)) * left
