@@ -6,9 +6,9 @@ Run: python bench/forecast.py [--runs 10] [--seed S] [--steps 1500,3000]
 Trains small PyTorch models on the CPU (an MLP of two 256-wide layers on a noisy teacher's
 labels, AdamW, batches of 256), each with one learning-rate schedule (cosine, linear, WSD,
 inverse-sqrt, constant, in turn) and one length, a real evaluation pass every 10 % of the run
-and a checkpoint written (and synced) every 25 %. Every step's loss, learning rate and time are kept. Then, cutting
-each run at 20/30/50 % of its planned steps, it forecasts from the cut alone and compares
-with the end:
+and a checkpoint written (and synced) every 25 %. Every step's loss, learning rate and time
+are kept. Then, cutting each run at 20/30/50 % of its planned steps, it forecasts from the cut
+alone and compares with the end:
 
 - final loss (mean training loss over the last 50 planned steps): the forecast with the
   schedule stated, the forecast with only the learning rate seen, the loss's last EMA, and a
