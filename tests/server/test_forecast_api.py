@@ -89,3 +89,24 @@ def test_without_a_loss_or_a_plan_the_figures_are_null(client: httpx.Client) -> 
     assert got["at_step"] is None and got["eta_s"] is None and got["final_loss_p50"] is None
     assert got["goodput"] is None
     assert client.get("/api/v1/runs/nope/forecast").status_code == 404
+
+
+def test_goodput_per_node_reads_each_nodes_lowest_rank(client: httpx.Client) -> None:
+    ts, _, _, _, _ = _truth()
+    assert client.post("/api/v1/runs", json={"id": "r4", "project": "p", "start": T0}).is_success
+    node_ts = {"node0": ts, "node1": ts + np.where(np.arange(TOTAL) >= 700, 15.0, 0.0)}
+    samples = [
+        {"name": name, "labels": {"run": "r4", "node": node, "rank": str(rank)}, "step": s,
+         "ts": node_ts[node][s], "value": value}
+        for node, rank in (("node0", 0), ("node1", 8), ("node1", 9))
+        for name, value in (("train.step_time_s", STEP_S), ("train.data_time_s", 0.1))
+        for s in range(SEEN)
+    ]  # fmt: skip
+    sent = client.post("/api/v1/ingest", json={"source": "r4", "seq": 1, "samples": samples})
+    assert sent.is_success, sent.text
+    got = client.get("/api/v1/runs/r4/forecast").json()
+    nodes = got["goodput_by_node"]
+    assert sorted(nodes) == ["node0", "node1"] and got["goodput"] is None  # no loss logged
+    assert nodes["node0"]["stalls_s"] == pytest.approx(EVAL_S * 2, rel=0.05)  # no evaluations
+    assert nodes["node1"]["stalls_s"] == pytest.approx(EVAL_S * 2 + 15.0, rel=0.05)
+    assert nodes["node0"]["data_wait_s"] == pytest.approx(0.1 * (SEEN - 1), rel=0.01)

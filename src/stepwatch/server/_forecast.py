@@ -4,6 +4,8 @@ time went so far."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from fastapi import APIRouter
 
@@ -17,36 +19,57 @@ from ._scope import Scope
 __all__ = ["forecast_router"]
 
 
-def _series(store: Store, name: str, run: str) -> Series | None:
-    """The run's series of ``name`` with steps (rank 0's, or the first, when ranks each send
-    one), or None."""
-    found = store.series(name, {"run": run})
+def _series(store: Store, name: str, match: dict[str, str]) -> Series | None:
+    """The series of ``name`` with these labels that has steps (rank 0's, or the lowest rank's,
+    when ranks each send one), or None."""
+    found = store.series(name, match)
     if not found:
         return None
-    chosen: SeriesInfo = min(found, key=lambda i: (i.key.label("rank") not in (None, "0"), i.id))
+    chosen: SeriesInfo = min(found, key=lambda i: (_rank(i), i.id))
     data = store.raw(chosen.id)
     stepped = data["step"] != NO_STEP
     return Series(data["step"][stepped], data["ts"][stepped], data["value"][stepped])
 
 
-def _goodput(store: Store, run: Run, loss: Series | None) -> dict[str, float] | None:
-    """The split of the run's wall time, from its steps' times and what it logged of its data
-    wait, evaluations (any ``eval.*`` series) and checkpoint writes."""
-    if loss is None:
-        return None
-    wait = _series(store, "train.data_time_s", run.id)
-    written = _series(store, "ckpt.write_s", run.id)
-    evals = [i for i in store.series(None, {"run": run.id}) if i.key.name.startswith("eval.")]
-    at = [store.raw(i.id)["step"] for i in evals]
+def _rank(info: SeriesInfo) -> int:
+    rank = info.key.label("rank")
+    return -1 if rank is None else int(rank) if rank.isdigit() else 1 << 62
+
+
+def _evaluations(store: Store, run: str) -> np.ndarray | None:
+    """The steps at which the run logged an evaluation (any ``eval.*`` series)."""
+    evals = [i for i in store.series(None, {"run": run}) if i.key.name.startswith("eval.")]
+    return np.concatenate([store.raw(i.id)["step"] for i in evals]) if evals else None
+
+
+def _goodput(
+    store: Store, start: float, pace: Series, match: dict[str, str], evals: np.ndarray | None
+) -> dict[str, float] | None:
+    """The split of the wall time since ``start``, from the steps' times in ``pace`` and what
+    the series ``match`` picks logged of data wait and checkpoint writes."""
+    wait = _series(store, "train.data_time_s", match)
+    written = _series(store, "ckpt.write_s", match)
     found = goodput(
-        run.start,
-        loss.step,
-        loss.ts,
+        start,
+        pace.step,
+        pace.ts,
         data_wait=None if wait is None else (wait.step, wait.value),
-        evaluations=np.concatenate(at) if at else None,
+        evaluations=evals,
         checkpoints=None if written is None else (written.step, written.value),
     )
     return None if found is None else found.as_dict()
+
+
+def _by_node(store: Store, run: Run, evals: np.ndarray | None) -> dict[str, Any]:
+    """Goodput per node, each from the step times of its lowest rank."""
+    paced = store.series("train.step_time_s", {"run": run.id})
+    out = {}
+    for node in sorted({n for i in paced if (n := i.key.label("node")) is not None}):
+        match = {"run": run.id, "node": node}
+        pace = _series(store, "train.step_time_s", match)
+        if pace is not None and (spent := _goodput(store, run.start, pace, match, evals)):
+            out[node] = spent
+    return out
 
 
 def forecast_router(scope: Scope) -> APIRouter:
@@ -55,13 +78,16 @@ def forecast_router(scope: Scope) -> APIRouter:
 
     def forecast(who: Reader, run_id: str) -> JSON:
         """ETA and final loss with their p10-p90 (null where too little is known yet), and
-        where the run's wall time went (goodput and badput)."""
+        where the run's wall time went (goodput and badput), for the run and per node."""
         run = scope.run(who, run_id)
-        loss = _series(scope.store, "train.loss", run.id)
-        lr = _series(scope.store, "train.lr", run.id)
+        store, of_run = scope.store, {"run": run.id}
+        loss = _series(store, "train.loss", of_run)
+        lr = _series(store, "train.lr", of_run)
         answer = forecast_run(loss, lr, run.planned_total_steps, run.config)
-        spent = _goodput(scope.store, run, loss)
-        return JSON(clean({"run": run.id, **answer, "goodput": spent}))
+        evals = _evaluations(store, run.id)
+        spent = None if loss is None else _goodput(store, run.start, loss, of_run, evals)
+        by_node = _by_node(store, run, evals)
+        return JSON(clean({"run": run.id, **answer, "goodput": spent, "goodput_by_node": by_node}))
 
     router.add_api_route("/{run_id}/forecast", forecast, methods=["GET"])
     return router
