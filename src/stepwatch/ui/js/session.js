@@ -51,7 +51,7 @@ export async function startSession({ ready, left, error }) {
     e.preventDefault();
     signIn(ready);
   });
-  $("sign-out").addEventListener("click", () => signOut(ask, error));
+  $("sign-out").addEventListener("click", () => signOut(ask, error, { left, ready }));
   const me = await whoami();
   if (!me) return ask();
   signedIn(me);
@@ -99,11 +99,17 @@ async function signIn(ready) {
 }
 
 // End the session on the collector (the cookie opens nothing afterwards), then ask again.
-async function signOut(ask, error) {
+// The page shown is cleared first, so none of its requests is still on its way when the
+// session ends (it would come back refused); it comes back if the collector was unreachable.
+async function signOut(ask, error, page = null) {
+  if (page) page.left();
   try {
     await api("/session", { method: "DELETE", quiet: true });
   } catch (err) {
-    if (!(err instanceof ApiError)) return error(err); // unreachable: the session still holds
+    if (!(err instanceof ApiError)) {
+      error(err); // unreachable: the session still holds
+      return page ? page.ready() : undefined;
+    }
   }
   ask();
 }
