@@ -7,6 +7,7 @@ what it uses. Each module adds its commands to the group as it is imported.
 from . import (  # noqa: F401  (they add the commands)
     _clients,
     _collector,
+    _forecast,
     _keys,
     _node,
     _recorded,

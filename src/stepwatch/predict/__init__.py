@@ -6,6 +6,7 @@ from ._eta import Eta, Pauses, forecast_eta
 from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
 from ._goodput import Goodput, goodput
 from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
+from ._ranks import rank_order
 from ._run_forecast import Series, forecast_run
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
 
@@ -26,4 +27,5 @@ __all__ = [
     "forecast_run",
     "goodput",
     "lr_areas",
+    "rank_order",
 ]

@@ -352,3 +352,14 @@ def test_chunk_size_must_be_positive(tmp_path: Path) -> None:
     d = write_scenario(tmp_path / "d", scenario_rows(), "parquet")
     with pytest.raises(ValueError, match="chunk_samples"):
         read_all(d, chunk_samples=0)
+
+
+@pytest.mark.parametrize("until", [T0 + 3.0, T0 + 9.9, T0 + 100.0])
+def test_until_stops_at_that_data_time(tmp_path: Path, until: float) -> None:
+    d = write_scenario(tmp_path / "sc", scenario_rows(), "parquet")
+    chunks = list(read_recorded(d, chunk_samples=7, until=until))
+    events = check_chunks(chunks)
+    whole = flatten(list(read_recorded(d, chunk_samples=7)))
+    same(flatten(chunks), [row for row in whole if row[2] <= until])
+    assert [e.ts for e in events] == [r["ts"] for r in LOGS if r["ts"] <= until]
+    assert chunks[-1].end <= until

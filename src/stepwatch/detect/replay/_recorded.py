@@ -344,6 +344,7 @@ def read_recorded(
     run: str | None = None,
     chunk_samples: int = 200_000,
     tmp_dir: str | Path | None = None,
+    until: float | None = None,
 ) -> Iterator[Chunk]:
     """Chunks of a recorded run in data-time order, for replaying it through detection.
 
@@ -352,21 +353,38 @@ def read_recorded(
         run: the run to read from a store file (ignored otherwise).
         chunk_samples: about this many samples a chunk (more when many share one ts).
         tmp_dir: where a store run is exported before reading (the system's temp dir if None).
+        until: the data time to stop at (samples and events up to it), None for all of it.
     """
     if chunk_samples < 1:
         raise ValueError(f"chunk_samples must be at least 1, got {chunk_samples}")
     if isinstance(path, Store) or (kind := _kind(Path(path))) == "store":
-        yield from _read_store(path, run, chunk_samples, tmp_dir)
+        chunks = _read_store(path, run, chunk_samples, tmp_dir)
+    else:
+        path = Path(path)
+        src = _scenario(path) if kind == "scenario" else _Source(path, "parquet")
+        batches = (
+            _parquet_batches(src.metrics, chunk_samples)
+            if src.format == "parquet"
+            else _csv_batches(src.metrics)
+        )
+        events = _log_events(src.logs) if src.logs else iter(())
+        chunks = _stream(src.metrics, batches, events, chunk_samples)
+    yield from chunks if until is None else _up_to(chunks, until)
+
+
+def _up_to(chunks: Iterator[Chunk], until: float) -> Iterator[Chunk]:
+    """The chunks as far as data time ``until``: the one that crosses it cut there, none after
+    (a forecast as of an earlier point sees only what was known then)."""
+    for chunk in chunks:
+        if chunk.end <= until:
+            yield chunk
+            continue
+        b = chunk.batch
+        n = int(np.searchsorted(b.ts, until, side="right"))
+        events = [e for e in b.events if e.ts <= until]
+        cols = (b.series[:n], b.ts[:n], b.step[:n], b.value[:n])
+        yield Chunk(SampleBatch(b.source, b.seq, b.keys, *cols, events), until)
         return
-    path = Path(path)
-    src = _scenario(path) if kind == "scenario" else _Source(path, "parquet")
-    batches = (
-        _parquet_batches(src.metrics, chunk_samples)
-        if src.format == "parquet"
-        else _csv_batches(src.metrics)
-    )
-    events = _log_events(src.logs) if src.logs else iter(())
-    yield from _stream(src.metrics, batches, events, chunk_samples)
 
 
 def _read_store(

@@ -24,13 +24,15 @@ def replay(
     run: str | None = None,
     on_samples: Callable[[int], object] = lambda n: None,
     inhibitions: Sequence[Inhibition] = DEFAULT_INHIBITIONS,
+    until: float | None = None,
 ) -> Iterator[Alert]:
     """The alerts that begin to fire over one recorded run, in data-time order, less those an
-    alert firing at that moment inhibits (what would have reached people)."""
+    alert firing at that moment inhibits (what would have reached people); with ``until``,
+    over its data up to that time only."""
     engine = Engine(rules)
     firing: dict[tuple[str, tuple[tuple[str, str], ...]], Alert] = {}
     resolved = RecentlyResolved(inhibitions)
-    for chunk in read_recorded(path, run=run):
+    for chunk in read_recorded(path, run=run, until=until):
         for alert in engine.process(chunk.batch):
             key = (alert.kind, tuple(sorted(alert.labels.items())))
             if alert.state == AlertState.RESOLVED:
