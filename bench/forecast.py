@@ -15,7 +15,13 @@ alone and compares with the end:
   power law a + b·step^-c fitted to the loss seen; median relative error of each, and how
   often the forecasts' p10-p90 holds the truth;
 - ETA (time from the cut to the last step): the forecast's, and the naive one (steps left ×
-  the recent step time); median relative error, and the p10-p90's coverage.
+  the recent step time); median relative error, and the p10-p90's coverage;
+- success: besides those runs, ``--pushed`` runs whose warm-up climbs to a rate drawn up to
+  100 times the usual, some of which blow up. A run whose loss diverges (its recent mean
+  ``DIVERGED`` times its best) is stopped there, as a training's guard would. The success
+  probability of every run still going at the cut is scored against whether it reached its
+  last step: Brier score and a reliability table. ``--fit`` prints the logistic's
+  coefficients fitted on these runs instead (run it on seeds other than those reported).
 
 The seed is drawn afresh unless given, and printed. Prints figures; passes or fails nothing.
 """
@@ -35,11 +41,14 @@ import torch
 from torch import nn
 
 from stepwatch.predict import (
+    DIVERGED,
     FINAL_WINDOW,
+    CurveRisk,
     LossLaw,
     LrSchedule,
     forecast_eta,
     forecast_final_loss,
+    success_probability,
 )
 
 KINDS = ("cosine", "linear", "wsd", "inv_sqrt", "constant")
@@ -55,6 +64,11 @@ class Recorded:
     loss: np.ndarray
     lr: np.ndarray
     ts: np.ndarray
+
+    @property
+    def made_it(self) -> bool:
+        """Whether it reached its last step (it was not stopped for diverging)."""
+        return len(self.loss) == self.schedule.total_steps
 
     @property
     def final(self) -> float:
@@ -108,7 +122,17 @@ def train(schedule: LrSchedule, seed: int, workdir: Path) -> Recorded:
             with path.open("rb") as f:
                 os.fsync(f.fileno())
         ts[step] = time.time()
+        if _diverged(loss_of[: step + 1]):
+            return Recorded(schedule, loss_of[: step + 1], rates[: step + 1], ts[: step + 1])
     return Recorded(schedule, loss_of, rates, ts)
+
+
+def _diverged(loss: np.ndarray) -> bool:
+    """The guard's test, every 50 steps: the latest 50-step mean ``DIVERGED`` times the best."""
+    if len(loss) % 50 or not np.isfinite(loss[-50:]).all():
+        return not np.isfinite(loss[-1])
+    means = loss.reshape(-1, 50).mean(axis=1)
+    return bool(means[-1] >= DIVERGED * np.nanmin(means))
 
 
 def _ema(loss: np.ndarray, half_life: float = 50.0) -> float:
@@ -142,7 +166,7 @@ class Scores:
 
 def score(runs: list[Recorded], cut: float) -> Scores:
     out = Scores({}, {})
-    for run in runs:
+    for run in (r for r in runs if r.made_it):
         total = run.schedule.total_steps
         n = int(total * cut)
         steps = np.arange(n)
@@ -160,11 +184,58 @@ def score(runs: list[Recorded], cut: float) -> Scores:
     return out
 
 
+def _risk(run: Recorded, n: int) -> CurveRisk:
+    """The curve's risk at step ``n``, the rate ahead from the run's schedule."""
+    ahead = run.schedule.lr(np.arange(n - 1, run.schedule.total_steps))
+    return CurveRisk.of(run.loss[:n], float(ahead[0]), float(ahead.max()))
+
+
+def outcomes(runs: list[Recorded], cut: float) -> tuple[list[CurveRisk], list[bool]]:
+    """Of the runs still going at ``cut``: the curve's risk there, and whether each made it."""
+    alive = [r for r in runs if len(r.loss) > int(r.schedule.total_steps * cut)]
+    return [_risk(r, int(r.schedule.total_steps * cut)) for r in alive], [r.made_it for r in alive]
+
+
+def reliability(runs: list[Recorded]) -> None:
+    """Brier score and a reliability table of the success probability, per cut."""
+    for cut in CUTS:
+        risks, made = outcomes(runs, cut)
+        p = np.array([success_probability(r, (), 1.0, None) for r in risks])
+        y = np.array(made, dtype=float)
+        print(f"\nsuccess from {cut:.0%}: {len(y)} runs still going, {int(y.sum())} made it, "
+              f"Brier {np.mean((p - y) ** 2):.3f} (always saying the base rate: "
+              f"{np.mean((y.mean() - y) ** 2):.3f})")  # fmt: skip
+        print(f"{'forecast':>12} {'runs':>6} {'mean forecast':>14} {'made it':>8}")
+        for lo, hi in ((0, 0.2), (0.2, 0.5), (0.5, 0.8), (0.8, 0.95), (0.95, 1.01)):
+            inside = (p >= lo) & (p < hi)
+            if inside.any():
+                print(f"{f'{lo:.2f}-{min(hi, 1):.2f}':>12} {int(inside.sum()):>6} "
+                      f"{p[inside].mean():>14.2f} {y[inside].mean():>8.2f}")  # fmt: skip
+
+
+def fit(runs: list[Recorded]) -> None:
+    """The logistic's coefficients (logit of failure) fitted on every cut's runs still going."""
+    x, y = [], []
+    for cut in CUTS:
+        risks, made = outcomes(runs, cut)
+        x += [r.features() for r in risks if not r.diverged]
+        y += [not m for r, m in zip(risks, made, strict=True) if not r.diverged]
+    xs, ys, coef = np.array(x), np.array(y, dtype=float), np.zeros(4)
+    for _ in range(50):  # Newton's method, a small ridge keeping it finite when separable
+        p = 1 / (1 + np.exp(-(xs @ coef)))
+        hess = xs.T @ (xs * (p * (1 - p))[:, None]) + 0.1 * np.eye(4)
+        coef -= np.linalg.solve(hess, xs.T @ (p - ys) + 0.1 * coef)
+    print(f"\nfitted on {len(ys)} cuts of runs still going, {int(ys.sum())} of which failed:")
+    print("coefficients (const, rise, ahead, rise*ahead):", ", ".join(f"{c:.2f}" for c in coef))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--steps", default="1500,3000", help="run lengths, taken in turn")
+    parser.add_argument("--pushed", type=int, default=10, help="runs whose rate climbs high")
+    parser.add_argument("--fit", action="store_true", help="fit the success logistic instead")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "little")
     lengths = [int(v) for v in args.steps.split(",")]
@@ -181,6 +252,17 @@ def main() -> None:
             took = time.perf_counter() - began
             print(f"  run {i}: {kind:<8} {total:>5} steps, final loss "
                   f"{runs[-1].final:.4f}, {took:.1f} s")  # fmt: skip
+        draw = np.random.default_rng(seed)
+        for i in range(args.pushed):
+            total = lengths[0]
+            warmup, peak = int(total * draw.uniform(0.3, 0.6)), 3e-3 * 10 ** draw.uniform(0, 2)
+            schedule = LrSchedule("cosine", peak, total, warmup, 1e-4)
+            runs.append(train(schedule, seed + args.runs + i, Path(tmp)))
+            ended = "made it" if runs[-1].made_it else f"diverged at step {len(runs[-1].loss)}"
+            print(f"  pushed run {i}: peak rate {peak:.3g} after {warmup} steps, {ended}")
+    if args.fit:
+        fit(runs)
+        return
     for cut in CUTS:
         scores = score(runs, cut)
         print(f"\nfrom {cut:.0%} of each run ({len(runs)} runs)")
@@ -189,6 +271,7 @@ def main() -> None:
             held = scores.held.get(method)
             share = f"{sum(held)}/{len(held)}" if held else "-"
             print(f"{method:<28} {statistics.median(errors):>17.2%} {share:>20}")
+    reliability(runs)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from ._loss_law import LossLaw, lr_areas
 from ._resample import resample_blocks
 from ._schedule import LrSchedule
 
-__all__ = ["FINAL_WINDOW", "LossForecast", "forecast_final_loss"]
+__all__ = ["FINAL_WINDOW", "Cone", "LossForecast", "forecast_final_loss"]
 
 #: "Final loss" is the mean training loss over this many last planned steps.
 FINAL_WINDOW = 50
@@ -29,6 +29,8 @@ MIN_STEPS = 20
 _BUCKETS = 300
 _DRAWS = 100
 _BLOCK = 12
+#: Points of the forecast cone between the last step seen and the plan's end.
+CONE_POINTS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,22 @@ class LossForecast:
     p90: float
     basis: str
     law: LossLaw
+    cone: Cone
+
+
+@dataclass(frozen=True, slots=True)
+class Cone:
+    """The loss curve ahead (its mean, without the step-to-step noise): p10, p50 and p90 at
+    ``step``, from the last step seen to the plan's last, for a chart to draw."""
+
+    step: np.ndarray
+    p10: np.ndarray
+    p50: np.ndarray
+    p90: np.ndarray
+
+    def as_dict(self) -> dict[str, list[float]]:
+        """Lists, for JSON."""
+        return {k: getattr(self, k).tolist() for k in ("step", "p10", "p50", "p90")}
 
 
 def forecast_final_loss(
@@ -71,14 +89,18 @@ def forecast_final_loss(
     law = LossLaw.fit(s1, s2, y)
     residual = y - law.loss(s1, s2)
     window = _Window(total, seen_steps, seen_loss)
+    ahead = np.unique(np.linspace(seen_steps[-1], total - 1, CONE_POINTS).astype(np.int64))
     finals: list[float] = []
+    curves: list[np.ndarray] = []
     for _ in range(_DRAWS):
         refit = LossLaw.fit(s1, s2, law.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng))
         finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
+        curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
     spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
     draws = np.asarray(finals) + rng.normal(0.0, spread, len(finals))
     p10, p50, p90 = np.quantile(draws, [0.1, 0.5, 0.9]).tolist()
-    return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law)
+    cone = Cone(ahead, *np.quantile(np.asarray(curves), [0.1, 0.5, 0.9], axis=0))
+    return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law, cone)
 
 
 class _Window:

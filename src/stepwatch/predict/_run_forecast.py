@@ -3,7 +3,7 @@ rate series and its plan, with the stated schedule when its config has a readabl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ import numpy as np
 from ._eta import forecast_eta
 from ._final_loss import forecast_final_loss
 from ._schedule import LrSchedule, ScheduleError
+from ._success import CurveRisk, success_probability
 
 __all__ = ["Series", "forecast_run"]
 
@@ -30,10 +31,12 @@ def forecast_run(
     lr: Series | None,
     planned_total_steps: int | None,
     config: Mapping[str, Any],
+    *,
+    alerts: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The forecast's fields (None where there is too little to tell, no loss or no plan); a
     schedule the config states wrongly is said in ``schedule_error`` and the rate seen used
-    instead."""
+    instead. ``alerts``: the kinds of the run's alerts so far, one per incident."""
     schedule, error = _schedule(config)
     out: dict[str, Any] = {
         "at_step": int(loss.step.max()) if loss is not None and len(loss.step) else None,
@@ -42,6 +45,7 @@ def forecast_run(
         "schedule_error": error,
         **dict.fromkeys(("eta_s", "eta_s_p10", "eta_s_p90", "naive_eta_s", "step_s")),
         **dict.fromkeys(("final_loss_p10", "final_loss_p50", "final_loss_p90", "basis")),
+        **dict.fromkeys(("loss_cone", "success_probability")),
     }
     if loss is None or not planned_total_steps:
         return out
@@ -55,8 +59,29 @@ def forecast_run(
     )
     if final is not None:
         out |= {"final_loss_p10": final.p10, "final_loss_p50": final.p50,
-                "final_loss_p90": final.p90, "basis": final.basis}  # fmt: skip
+                "final_loss_p90": final.p90, "basis": final.basis,
+                "loss_cone": final.cone.as_dict()}  # fmt: skip
+    risk = _curve_risk(loss, lr, schedule, planned_total_steps)
+    elapsed = float(loss.ts.max() - loss.ts.min()) if len(loss.ts) else 0.0
+    out["success_probability"] = success_probability(risk, alerts, elapsed, out["eta_s"])
     return out
+
+
+def _curve_risk(
+    loss: Series, lr: Series | None, schedule: LrSchedule | None, planned: int
+) -> CurveRisk | None:
+    """The curve's features at the last step seen, the rate ahead from the stated schedule
+    (or none known without one)."""
+    order = np.argsort(loss.step, kind="stable")
+    values = np.asarray(loss.value, np.float64)[order]
+    if not len(values):
+        return None
+    now = int(loss.step[order[-1]])
+    if schedule is not None:
+        rates = schedule.lr(np.arange(now, max(planned, now + 1)))
+        return CurveRisk.of(values, float(rates[0]), float(rates.max()))
+    seen = None if lr is None or not len(lr.value) else float(lr.value[np.argmax(lr.step)])
+    return CurveRisk.of(values, seen, None)
 
 
 def _schedule(config: Mapping[str, Any]) -> tuple[LrSchedule | None, str | None]:
