@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from stepwatch.sdk import Run
-from stepwatch.top import TopClient, TopError
+from stepwatch.top import Forecast, TopClient, TopError
 
 from .conftest import GPUS_PER_NODE, NODES, PLANNED, STEPS, Pushed, loss_at, lr_at
 
@@ -27,7 +27,7 @@ def test_snapshot_of_a_running_run(pushed: Pushed) -> None:
     assert snap.loss_recent[-1] == pytest.approx(loss_at(STEPS - 1))
     assert list(snap.loss_recent) == sorted(snap.loss_recent, reverse=True)  # the loss falls
     assert snap.steps_per_s == pytest.approx(1.0)  # one step a simulated second
-    assert snap.eta_s == pytest.approx(PLANNED - STEPS)
+    assert snap.forecast.eta_s == pytest.approx(PLANNED - STEPS)  # the runs list's
     assert snap.progress == pytest.approx(STEPS / PLANNED)
 
 
@@ -61,7 +61,13 @@ def test_open_alerts_leave_out_resolved_ones(pushed: Pushed) -> None:
 def test_a_run_without_data(pushed: Pushed) -> None:
     with TopClient(pushed.url) as client:
         snap = client.snapshot(pushed.idle_id)
-    assert (snap.step, snap.loss, snap.gpus, snap.alerts, snap.eta_s) == (None, None, (), (), None)
+    assert (snap.step, snap.loss, snap.gpus, snap.alerts, snap.forecast) == (
+        None,
+        None,
+        (),
+        (),
+        Forecast(),
+    )
 
 
 def test_pick_run_prefers_the_latest_running_run(pushed: Pushed) -> None:

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from stepwatch.top import (
     AlertRow,
+    Forecast,
     Snapshot,
     TopClient,
     format_duration,
@@ -51,6 +52,35 @@ def test_frame_fits_an_80_column_terminal(pushed: Pushed) -> None:
         text = text_of(client.snapshot(pushed.run_id), width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "gpu_hot" in text
+
+
+FORECAST = Forecast(
+    eta_s=2 * 86400 + 7 * 3600 + 125,
+    eta_s_p10=2 * 86400 + 5 * 3600,
+    eta_s_p90=2 * 86400 + 11 * 3600,
+    final_loss_p10=1.96243,
+    final_loss_p50=1.97118,
+    final_loss_p90=1.97952,
+)
+
+
+def test_the_forecast_shows_the_eta_with_its_interval_and_the_final_loss() -> None:
+    snap = Snapshot("r", "r", "running", 0.0, planned_steps=10**6, step=10**5, forecast=FORECAST)
+    text = text_of(snap, width=80)
+    assert "ETA 2d 07h" in text.splitlines()[1]  # beside the progress, as before
+    (row,) = [line for line in text.splitlines() if "forecast" in line]
+    assert "ETA 2d 07h (2d 05h–2d 11h)" in row
+    assert "final loss 1.971 (1.962–1.98)" in row
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_forecast_without_an_interval_shows_the_figure_alone() -> None:
+    naive = Forecast(eta_s=245.0)  # the runs list's naive ETA: no forecast yet
+    (row,) = [line for line in text_of(Snapshot("r", "r", "running", 0.0, forecast=naive))
+              .splitlines() if "forecast" in line]  # fmt: skip
+    assert "ETA 4m 05s · final loss –" in row and "(" not in row
+    empty = text_of(Snapshot("r", "r", "running", 0.0))
+    assert "forecast –" in empty and "ETA" not in empty
 
 
 def test_alerts_unavailable_is_not_no_alerts() -> None:

@@ -6,6 +6,7 @@ import stepwatch.top as top
 def test_exported_names() -> None:
     assert sorted(top.__all__) == [
         "AlertRow",
+        "Forecast",
         "GpuRow",
         "Snapshot",
         "StepTimes",

@@ -137,6 +137,16 @@ def _collector_default(field: str) -> Callable[[], Any]:
     metavar="S",
     help="Seconds between retention passes and measures of the store's size.",
 )
+@click.option(
+    "--forecast-interval",
+    "forecast_interval_s",
+    default=_collector_default("forecast_interval_s"),
+    show_default="30",
+    type=float,
+    metavar="S",
+    help="Seconds between forecasts of the running runs that logged new steps, for the runs "
+    "list's ETA and final loss (0: none; the ETA is then the steps left at the recent pace).",
+)
 def server(
     store_path: Path,
     encryption_key: EncryptionKey | None,

@@ -28,6 +28,7 @@ from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
 from ._forecast import forecast_router
+from ._forecasting import ForecastWorker
 from ._guards import Guards
 from ._ingest import IngestStats, ingest_router
 from ._jsonio import JSON, error_response
@@ -145,6 +146,12 @@ def create_app(
         options.disk_cap,
         interval_s=options.upkeep_interval_s,
     )
+    forecasts = ForecastWorker(
+        store,
+        options.forecast_interval_s,
+        behind=lambda: writer.queued[0] > options.max_queued_rows // 4,  # ingest comes first
+        clock=clock,
+    )
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of,
         history=detection.log.audits_since,
@@ -160,10 +167,13 @@ def create_app(
         notifications.start()
         detection.start()
         upkeep.start()
+        if options.forecast_interval_s:
+            forecasts.start()
         try:
             yield
         finally:
             streams.close()
+            await run_in_threadpool(forecasts.stop)  # after the forecast it makes, if any
             await run_in_threadpool(upkeep.stop)  # after the chunk it deletes, if any
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last

@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Query
 
 from ..model import NO_STEP
+from ..store import RunSummary
 from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean, column
@@ -25,7 +26,7 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 FIELDS = ("min", "max", "last", "step", "count")
 
 
-def _summary_json(s: Any) -> dict[str, Any]:
+def _summary_json(s: RunSummary) -> dict[str, Any]:
     return clean(
         {
             **s.run.as_dict(),
@@ -34,6 +35,12 @@ def _summary_json(s: Any) -> dict[str, Any]:
             "progress": s.progress,
             "steps_per_s": s.steps_per_s,
             "eta_s": s.eta_s,
+            "eta_s_p10": s.eta_s_p10,
+            "eta_s_p90": s.eta_s_p90,
+            "final_loss_p10": s.final_loss_p10,
+            "final_loss_p50": s.final_loss_p50,
+            "final_loss_p90": s.final_loss_p90,
+            "success_probability": s.success_probability,
             "loss": s.loss,
             "tokens_per_s": s.tokens_per_s,
             "open_alerts": s.open_alerts,
@@ -63,7 +70,10 @@ class _Dashboard:
     ) -> JSON:
         """Every run (or one: only that one is computed) of the caller's projects with
         progress, steps/s, ETA, loss, tokens/s, last update, open alerts and the samples its
-        producers dropped (spools full)."""
+        producers dropped (spools full). While a running run has a current forecast (made
+        every few seconds beside detection), the ETA is the forecast's, pauses to come
+        included, with its p10-p90, beside the final loss forecast and the chance the run
+        ends well; else the ETA is the steps left at the recent pace, and the rest null."""
         found = self.store.run_summaries(project, status, run=run, projects=who.projects)
         return JSON([_summary_json(s) for s in found])
 

@@ -9,31 +9,15 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter
 
-from ..model import NO_STEP, Run
+from ..model import Run
 from ..predict import Series, forecast_run, goodput
-from ..store import SeriesInfo, Store
+from ..store import Store
 from ._auth import Reader
 from ._jsonio import JSON, clean
+from ._run_series import alert_kinds, whole_series
 from ._scope import Scope
 
 __all__ = ["forecast_router"]
-
-
-def _series(store: Store, name: str, match: dict[str, str]) -> Series | None:
-    """The series of ``name`` with these labels that has steps (rank 0's, or the lowest rank's,
-    when ranks each send one), or None."""
-    found = store.series(name, match)
-    if not found:
-        return None
-    chosen: SeriesInfo = min(found, key=lambda i: (_rank(i), i.id))
-    data = store.raw(chosen.id)
-    stepped = data["step"] != NO_STEP
-    return Series(data["step"][stepped], data["ts"][stepped], data["value"][stepped])
-
-
-def _rank(info: SeriesInfo) -> int:
-    rank = info.key.label("rank")
-    return -1 if rank is None else int(rank) if rank.isdigit() else 1 << 62
 
 
 def _evaluations(store: Store, run: str) -> np.ndarray | None:
@@ -47,8 +31,8 @@ def _goodput(
 ) -> dict[str, float] | None:
     """The split of the wall time since ``start``, from the steps' times in ``pace`` and what
     the series ``match`` picks logged of data wait and checkpoint writes."""
-    wait = _series(store, "train.data_time_s", match)
-    written = _series(store, "ckpt.write_s", match)
+    wait = whole_series(store, "train.data_time_s", match)
+    written = whole_series(store, "ckpt.write_s", match)
     found = goodput(
         start,
         pace.step,
@@ -66,7 +50,7 @@ def _by_node(store: Store, run: Run, evals: np.ndarray | None) -> dict[str, Any]
     out = {}
     for node in sorted({n for i in paced if (n := i.key.label("node")) is not None}):
         match = {"run": run.id, "node": node}
-        pace = _series(store, "train.step_time_s", match)
+        pace = whole_series(store, "train.step_time_s", match)
         if pace is not None and (spent := _goodput(store, run.start, pace, match, evals)):
             out[node] = spent
     return out
@@ -81,9 +65,10 @@ def forecast_router(scope: Scope) -> APIRouter:
         where the run's wall time went (goodput and badput), for the run and per node."""
         run = scope.run(who, run_id)
         store, of_run = scope.store, {"run": run.id}
-        loss = _series(store, "train.loss", of_run)
-        lr = _series(store, "train.lr", of_run)
-        answer = forecast_run(loss, lr, run.planned_total_steps, run.config)
+        loss = whole_series(store, "train.loss", of_run)
+        lr = whole_series(store, "train.lr", of_run)
+        kinds = alert_kinds(store, run.id)
+        answer = forecast_run(loss, lr, run.planned_total_steps, run.config, alerts=kinds)
         evals = _evaluations(store, run.id)
         spent = None if loss is None else _goodput(store, run.start, loss, of_run, evals)
         by_node = _by_node(store, run, evals)

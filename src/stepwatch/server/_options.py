@@ -11,6 +11,7 @@ from .._durable import DEFAULT_CHECKPOINT_INTERVAL_S
 from .._links import DEFAULT_PORT
 from ..store import DEFAULT_RETENTION, DiskCap, Retention
 from ._auth import is_loopback
+from ._forecasting import DEFAULT_FORECAST_INTERVAL_S
 from ._guards import DEFAULT_MAX_JSON_BYTES, HostAllowList
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class CollectorOptions:
         upkeep_interval_s: how often retention runs and the store's size is measured.
         store_memory_bytes: what the store's database may hold in memory (its cache of the
             file, indexes, rows not yet checkpointed, query work); queries spill beyond it.
+        forecast_interval_s: how often running runs that logged new steps are forecast again
+            for the runs list (0: never; their ETA is then the naive one).
     """
 
     host: str = "127.0.0.1"
@@ -81,6 +84,7 @@ class CollectorOptions:
     disk_cap: DiskCap | None = None
     upkeep_interval_s: float = 10.0
     store_memory_bytes: int = DEFAULT_STORE_MEMORY_BYTES
+    forecast_interval_s: float = DEFAULT_FORECAST_INTERVAL_S
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""
@@ -90,6 +94,10 @@ class CollectorOptions:
             )
         if not self.upkeep_interval_s > 0:
             raise ValueError(f"the upkeep interval must be above 0 s: {self.upkeep_interval_s}")
+        if not self.forecast_interval_s >= 0:
+            raise ValueError(
+                f"the forecast interval must be 0 (off) or above: {self.forecast_interval_s}"
+            )
         if self.store_memory_bytes < _MIN_STORE_MEMORY_BYTES:
             raise ValueError(
                 f"the store needs at least {_MIN_STORE_MEMORY_BYTES >> 20} MiB of memory: "

@@ -6,6 +6,7 @@ from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
 from ._checkpoints import Checkpoint, Position
 from ._errors import StoreError
+from ._forecasts import Forecasts, StoredForecast
 from ._paging import Page, every
 from ._plan import Kept
 from ._prune import Pruned
@@ -14,6 +15,7 @@ from ._retention import DEFAULT_RETENTION, Retention
 from ._space import DiskCap, Space
 from ._state import CurrentState
 from ._store import Store
+from ._summary import RunSummary
 from ._tokens import TokenRecord
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Checkpoint",
     "CurrentState",
     "DiskCap",
+    "Forecasts",
     "Head",
     "Kept",
     "LabelMatch",
@@ -35,10 +38,12 @@ __all__ = [
     "Position",
     "Pruned",
     "Retention",
+    "RunSummary",
     "SeriesInfo",
     "Space",
     "Store",
     "StoreError",
+    "StoredForecast",
     "TokenRecord",
     "every",
 ]

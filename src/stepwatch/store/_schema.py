@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from . import _alert_state, _state, _tokens
+from . import _alert_state, _forecasts, _state, _tokens
 from ._errors import StoreError
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -117,8 +117,13 @@ def _v5(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE INDEX series_run ON series (run)")
 
 
+def _v6(con: duckdb.DuckDBPyConnection) -> None:
+    """The forecast kept of each run, one row a run: the runs list reads it."""
+    con.execute(_forecasts.DDL)
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)

@@ -36,6 +36,7 @@ from ._checkpoints import Checkpoint, Position
 from ._connect import connect
 from ._errors import StoreError
 from ._footprint import Footprint
+from ._forecasts import Forecasts
 from ._ingest import prepare, write
 from ._logs import LogFilter
 from ._plan import plan
@@ -60,7 +61,8 @@ _OPEN_LOCK = threading.Lock()
 class Store:
     """The embedded time-series store: series catalogue, samples, tiers, runs and events;
     ``current`` reads the current state of alerts, silences, commands and actions;
-    ``retention`` keeps it within its ages; ``footprint`` measures it.
+    ``retention`` keeps it within its ages; ``footprint`` measures it; ``forecasts`` keeps
+    the forecast of each run.
 
     With ``key`` the file is an encrypted database (created so when new); a file opens only
     with the key it was written with, and a plain file only without one. Memory holds the
@@ -134,6 +136,8 @@ class Store:
         self._sources.load(cur)
         #: Its size on disk and in memory, and writing its log into the file.
         self.footprint = Footprint(self.path, self._lock, self._txn, self._cursor)
+        #: The forecast kept of each run.
+        self.forecasts = Forecasts(self._lock, self._txn)
 
     @property
     def closed(self) -> bool:

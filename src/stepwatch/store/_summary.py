@@ -1,9 +1,14 @@
 """One line per run for the runs list: progress, pace, ETA, latest loss and throughput, alerts,
-samples its producers dropped.
+samples its producers dropped, and what the run's forecast says of its end.
 
 Everything comes from the newest sample of each series (tier rows plus the
-uncompacted tail), one short window of raw samples for the step rate, and the
-open alerts of the alert table; never a scan of a run's whole history.
+uncompacted tail), one short window of raw samples for the step rate, the
+open alerts of the alert table and the forecast kept of the run; never a scan
+of a run's whole history.
+
+The ETA is the kept forecast's (pauses to come included), less the data time since it was
+made, while it is current: made for the run's plan, at a step the run has reached. Otherwise
+it is the naive one: the steps left at the recent pace.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from dataclasses import dataclass
 import duckdb
 
 from ..model import DROPPED_SAMPLES, NO_STEP, Run, RunStatus
-from . import _alert_state, _query
+from . import _alert_state, _forecasts, _query
 from ._catalogue import Catalogue
+from ._forecasts import StoredForecast
 
 #: The step rate is measured over this much of the newest data.
 RATE_WINDOW_S = 300.0
@@ -35,6 +41,15 @@ class RunSummary:
     open_alerts: int = 0
     #: Samples the run's producers dropped because their spools were full (as they reported).
     dropped_samples: int = 0
+    #: The ETA's p10 and p90, from the run's current forecast (None without one).
+    eta_s_p10: float | None = None
+    eta_s_p90: float | None = None
+    #: The final loss forecast (p10, p50, p90) and the chance the run ends well, from the
+    #: run's current forecast.
+    final_loss_p10: float | None = None
+    final_loss_p50: float | None = None
+    final_loss_p90: float | None = None
+    success_probability: float | None = None
 
     @property
     def progress(self) -> float | None:
@@ -103,6 +118,46 @@ def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
+def _naive_eta(run: Run, acc: _Latest, rate: float | None) -> float | None:
+    """Steps left at the recent pace, while the run is running."""
+    if not rate or run.status != RunStatus.RUNNING or not run.planned_total_steps:
+        return None
+    if acc.step is None:
+        return None
+    return max(0.0, (run.planned_total_steps - 1 - acc.step) / rate)
+
+
+def _current(run: Run, acc: _Latest, kept: StoredForecast | None) -> StoredForecast | None:
+    """The kept forecast while it speaks for the run as it stands: running, the same plan, a
+    step reached (a restart that went back makes it wait for the next forecast)."""
+    if kept is None or run.status != RunStatus.RUNNING or kept.eta_s is None:
+        return None
+    if kept.planned_total_steps != run.planned_total_steps or kept.at_step is None:
+        return None
+    return kept if acc.step is not None and kept.at_step <= acc.step else None
+
+
+def _forecast_fields(acc: _Latest, kept: StoredForecast) -> dict[str, float | None]:
+    """The kept forecast's ETA (and interval) less the data time since it was made (the
+    newest loss sample's), never below 0; its final loss and success probability."""
+    values = acc.values or {}
+    now = values["train.loss"][0] if "train.loss" in values else kept.data_ts
+    elapsed = max(0.0, now - kept.data_ts)
+
+    def left(eta: float | None) -> float | None:
+        return None if eta is None else max(0.0, eta - elapsed)
+
+    return {
+        "eta_s": left(kept.eta_s),
+        "eta_s_p10": left(kept.eta_s_p10),
+        "eta_s_p90": left(kept.eta_s_p90),
+        "final_loss_p10": kept.final_loss_p10,
+        "final_loss_p50": kept.final_loss_p50,
+        "final_loss_p90": kept.final_loss_p90,
+        "success_probability": kept.success_probability,
+    }
+
+
 def summaries(
     cur: duckdb.DuckDBPyConnection, cat: Catalogue, runs: list[Run], watermark: int
 ) -> list[RunSummary]:
@@ -111,32 +166,29 @@ def summaries(
     latest = _latest(cur, cat, set(ids), watermark)
     rates = _rates(cur, latest)
     alerts = _alert_state.open_counts(cur, ids) if ids else {}
+    kept = _forecasts.of_runs(cur, ids) if ids else {}
     out = []
     for run in runs:
         acc = latest[run.id]
         values = acc.values or {}
         rate = rates.get(run.id)
-        eta = None
-        if (
-            rate
-            and run.status == RunStatus.RUNNING
-            and run.planned_total_steps
-            and acc.step is not None
-        ):
-            eta = max(0.0, (run.planned_total_steps - 1 - acc.step) / rate)
+        current = _current(run, acc, kept.get(run.id))
+        forecast = {"eta_s": _naive_eta(run, acc, rate)}
+        if current is not None:
+            forecast = _forecast_fields(acc, current)
         out.append(
             RunSummary(
                 run,
                 acc.last_ts,
                 acc.step,
                 rate,
-                eta,
-                _finite(values["train.loss"][2]) if "train.loss" in values else None,
-                _finite(values["train.tokens_per_s"][2])
+                loss=_finite(values["train.loss"][2]) if "train.loss" in values else None,
+                tokens_per_s=_finite(values["train.tokens_per_s"][2])
                 if "train.tokens_per_s" in values
                 else None,
-                alerts.get(run.id, 0),
-                int(acc.dropped),
+                open_alerts=alerts.get(run.id, 0),
+                dropped_samples=int(acc.dropped),
+                **forecast,
             )
         )
     return out

@@ -3,10 +3,11 @@
 from ._fetch import TopClient, TopError
 from ._live import watch
 from ._render import format_duration, render, sparkline
-from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
+from ._snapshot import AlertRow, Forecast, GpuRow, Snapshot, StepTimes
 
 __all__ = [
     "AlertRow",
+    "Forecast",
     "GpuRow",
     "Snapshot",
     "StepTimes",

@@ -6,6 +6,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from .._tls import ClientTls
 from ..client import ClientError, CollectorClient
 from ..wire import parse_value
 from ._alerts import alerts_from_api
-from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
+from ._snapshot import AlertRow, Forecast, GpuRow, Snapshot, StepTimes
 
 __all__ = ["TopClient", "TopError"]
 
@@ -96,7 +97,8 @@ class TopClient:
         return str(max(running, key=lambda r: r.get("start") or 0.0)["id"])
 
     def snapshot(self, run_id: str) -> Snapshot:
-        """The run's state now: its record, its newest samples, recent history, open alerts."""
+        """The run's state now: its record, its newest samples, recent history, open alerts,
+        its ETA and forecast."""
         try:
             run = self._api.run(run_id)
         except ClientError as exc:
@@ -123,6 +125,7 @@ class TopClient:
             gpus=_gpus(latest),
             step_times=self._step_times(run_id, last_ts),
             alerts=self._alerts(run_id),
+            forecast=self._forecast(run_id),
         )
 
     def _recent_loss(
@@ -166,6 +169,13 @@ class TopClient:
             for field, name in _PHASES.items()
         }
         return StepTimes(_finite(step.get("0.5")), _finite(step.get("0.99")), **phases)
+
+    def _forecast(self, run_id: str) -> Forecast:
+        """The ETA and the final loss as the runs list says them (the collector's forecast
+        of the run, kept current beside detection)."""
+        found = self._api.call("GET", "/runs/summary", params={"run": run_id})
+        row = found[0] if found else {}
+        return Forecast(**{f.name: _finite(row.get(f.name)) for f in fields(Forecast)})
 
     def _alerts(self, run_id: str) -> tuple[AlertRow, ...] | None:
         """Open alerts from the alerts API; None when the collector has none (404)."""

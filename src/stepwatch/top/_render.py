@@ -1,9 +1,10 @@
-"""Draw a Snapshot as a rich renderable: the run's header, its GPUs by node, its open alerts."""
+"""Draw a Snapshot as a rich renderable: the run's header (with its forecast), its GPUs by
+node, its open alerts."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -12,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._text import format_duration
-from ._snapshot import AlertRow, GpuRow, Snapshot, StepTimes
+from ._snapshot import AlertRow, Forecast, GpuRow, Snapshot, StepTimes
 
 __all__ = ["format_duration", "render", "sparkline"]
 
@@ -24,7 +25,7 @@ GIB = 1024**3
 #: Open alerts listed; the count says how many more there are.
 MAX_ALERTS = 5
 #: Lines of the header panel.
-HEADER_LINES = 5
+HEADER_LINES = 6
 
 
 def sparkline(values: Sequence[float]) -> Text:
@@ -83,7 +84,7 @@ def _progress_row(snap: Snapshot) -> Table:
     planned = f" / {snap.planned_steps:,}" if snap.planned_steps else ""
     progress = snap.progress
     bar = _WideBar(math.nan if progress is None else progress)
-    eta = snap.eta_s
+    eta = snap.forecast.eta_s
     right = "–" if progress is None else f"{progress:.1%}"
     if eta is not None:
         right += f"  ETA {format_duration(eta)}"
@@ -101,6 +102,31 @@ def _training_row(snap: Snapshot) -> Text:
         " ",
         sparkline(snap.loss_recent),
         f"  lr {lr}  {_si(snap.tokens_per_s)} tok/s{pace}",
+    )
+
+
+def _interval(p10: float | None, p90: float | None, show: Callable[[float], str]) -> str:
+    """The p10-p90 range of a figure, when known."""
+    return "" if p10 is None or p90 is None else f" ({show(p10)}–{show(p90)})"
+
+
+def _forecast_row(forecast: Forecast) -> Text:
+    """The ETA and the final loss forecast, each with its p10-p90 range when the collector
+    made a forecast of the run."""
+    f = forecast
+    if f.eta_s is None and f.final_loss_p50 is None:
+        return Text("forecast –", style="dim")
+    eta = "–" if f.eta_s is None else format_duration(f.eta_s)
+    loss = "–" if f.final_loss_p50 is None else f"{f.final_loss_p50:.4g}"
+    return Text.assemble(
+        ("forecast ", "dim"),
+        "ETA ",
+        (eta, "bold"),
+        _interval(f.eta_s_p10, f.eta_s_p90, format_duration),
+        (" · ", "dim"),
+        "final loss ",
+        (loss, "bold"),
+        _interval(f.final_loss_p10, f.final_loss_p90, lambda v: f"{v:.4g}"),
     )
 
 
@@ -124,7 +150,12 @@ def _header(snap: Snapshot, now: float) -> Panel:
     age = (
         "no data yet" if snap.last_ts is None else f"data {format_duration(now - snap.last_ts)} old"
     )
-    body = Group(_progress_row(snap), _training_row(snap), _step_row(snap.step_times))
+    body = Group(
+        _progress_row(snap),
+        _forecast_row(snap.forecast),
+        _training_row(snap),
+        _step_row(snap.step_times),
+    )
     return Panel(body, title=title, title_align="left", subtitle=f"{snap.run_id} · {age}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["AlertRow", "GpuRow", "Snapshot", "StepTimes"]
+__all__ = ["AlertRow", "Forecast", "GpuRow", "Snapshot", "StepTimes"]
 
 NAN = math.nan
 
@@ -47,6 +47,20 @@ class AlertRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Forecast:
+    """When the run will end and where its loss will land, as the runs list says: the ETA
+    (the forecast's, pauses to come included, or the naive one without a forecast) and the
+    forecast's p10-p90 of it and of the final loss; None where unknown."""
+
+    eta_s: float | None = None
+    eta_s_p10: float | None = None
+    eta_s_p90: float | None = None
+    final_loss_p10: float | None = None
+    final_loss_p50: float | None = None
+    final_loss_p90: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A run as the collector knew it at ``taken_at``; None where it has no such data yet.
 
@@ -68,6 +82,7 @@ class Snapshot:
     gpus: tuple[GpuRow, ...] = ()
     step_times: StepTimes = StepTimes()
     alerts: tuple[AlertRow, ...] | None = None
+    forecast: Forecast = Forecast()
 
     @property
     def progress(self) -> float | None:
@@ -75,11 +90,3 @@ class Snapshot:
         if not self.planned_steps or self.step is None:
             return None
         return min(1.0, (self.step + 1) / self.planned_steps)
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds to the planned last step at the recent pace, while the run is running."""
-        if self.status != "running" or not self.steps_per_s or self.progress is None:
-            return None
-        assert self.planned_steps is not None and self.step is not None
-        return max(0.0, (self.planned_steps - 1 - self.step) / self.steps_per_s)
