@@ -28,6 +28,16 @@ def test_areas_grow_with_the_rate_and_count_only_its_drops() -> None:
     np.testing.assert_allclose(s2, [0, 0, 0, 1, 1.5])  # the rise is no drop; m halves a step
 
 
+@pytest.mark.parametrize("momentum", [0.9, 0.999])
+def test_areas_over_a_long_plan_match_the_step_by_step_recurrence(momentum: float) -> None:
+    lr = np.random.default_rng(5).random(50_000)  # drops at every other step, many chunks
+    expected, m = [], 0.0
+    for drop in np.maximum(-np.diff(lr, prepend=lr[:1]), 0.0).tolist():
+        m = momentum * m + drop
+        expected.append(m)
+    np.testing.assert_allclose(lr_areas(lr, momentum)[1], np.cumsum(expected), rtol=1e-9)
+
+
 def test_a_fit_recovers_the_law_of_a_noiseless_curve() -> None:
     schedule = LrSchedule("cosine", 3e-3, TOTAL, warmup_steps=100, final_lr=3e-4)
     s1, s2 = lr_areas(schedule.lr(np.arange(TOTAL)))
@@ -46,7 +56,10 @@ def test_with_its_schedule_a_forecast_from_a_third_of_the_run_holds_the_final_lo
     got = forecast_final_loss(np.arange(cut), loss[:cut], TOTAL, schedule=schedule)
     assert got is not None and got.basis == "schedule" and got.at_step == cut - 1
     assert got.p10 <= truth <= got.p90
-    assert got.p50 == pytest.approx(truth, rel=0.05)
+    # The law's shapes are weighed by how well each foretells the curve it has seen; the
+    # annealing a third of a cosine has begun barely stands out of the noise, so the others
+    # still weigh.
+    assert got.p50 == pytest.approx(truth, rel=0.1)
     assert loss[cut - 100 : cut].mean() - truth > 0.2  # far from where the loss stands now
 
 

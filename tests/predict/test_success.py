@@ -76,3 +76,13 @@ def test_the_run_forecast_reads_the_rate_ahead_from_the_stated_schedule() -> Non
     climbing = forecast_run(loss, None, 3000, {"lr_schedule": warm})["success_probability"]
     falling = forecast_run(loss, None, 3000, {"lr_schedule": decay})["success_probability"]
     assert 0 < climbing < falling < 1
+
+
+def test_failures_weigh_when_the_older_samples_have_no_time() -> None:
+    steps = np.arange(600)
+    ts = 1e9 + steps * 6.0
+    ts[:300] = np.nan  # a bounded read: older points without their times
+    loss = Series(steps, ts, _falling())
+    calm = forecast_run(loss, None, 3000, {})["success_probability"]
+    struck = forecast_run(loss, None, 3000, {}, alerts=["node_down"])["success_probability"]
+    assert 0 < struck < calm

@@ -86,20 +86,24 @@ def forecast_final_loss(
     x, y, noise = _buckets(seen_steps, seen_loss)
     fits = [_areas(path) for path in paths]
     s1, s2 = fits[0][0][x], fits[0][1][x]
-    law = LossLaw.fit(s1, s2, y)
-    residual = y - law.loss(s1, s2)
+    shapes = [(shape, weight, LossLaw.fit(s1, s2, y, **shape)) for shape, weight in
+              _weighed_shapes(s1, s2, y)]  # fmt: skip
     window = _Window(total, seen_steps, seen_loss)
     ahead = np.unique(np.linspace(seen_steps[-1], total - 1, CONE_POINTS).astype(np.int64))
     finals: list[float] = []
     curves: list[np.ndarray] = []
-    for _ in range(_DRAWS):
-        refit = LossLaw.fit(s1, s2, law.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng))
-        finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
-        curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
+    for shape, weight, fitted in shapes:
+        residual = y - fitted.loss(s1, s2)
+        for _ in range(max(1, round(_DRAWS * weight))):
+            noisy = fitted.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng)
+            refit = LossLaw.fit(s1, s2, noisy, **shape)
+            finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
+            curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
     spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
     draws = np.asarray(finals) + rng.normal(0.0, spread, len(finals))
     p10, p50, p90 = np.quantile(draws, [0.1, 0.5, 0.9]).tolist()
     cone = Cone(ahead, *np.quantile(np.asarray(curves), [0.1, 0.5, 0.9], axis=0))
+    law = shapes[0][2]  # the best weighed
     return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law, cone)
 
 
@@ -149,6 +153,25 @@ def _lr_paths(
     held = np.concatenate([past, np.full(rest, past[-1])])
     decayed = np.concatenate([past, past[-1] * (1.0 - np.arange(1, rest + 1) / (rest + 1))])
     return [held, decayed], "observed"
+
+
+def _weighed_shapes(
+    s1: np.ndarray, s2: np.ndarray, y: np.ndarray
+) -> list[tuple[dict[str, bool], float]]:
+    """The law's shapes (with and without the annealing term; with the floor free, and at 0
+    or above when every loss seen is), each weighed by how well its fit to the first two
+    thirds of the points foretells the last third, best first."""
+    shapes = [{"annealing": a, "floor": f} for a in (True, False) for f in (False, True)]
+    if not np.all(y > 0):
+        shapes = [shape for shape in shapes if not shape["floor"]]
+    cut = len(y) * 2 // 3
+    errors = []
+    for shape in shapes:
+        early = LossLaw.fit(s1[:cut], s2[:cut], y[:cut], **shape)
+        errors.append(float(np.mean((early.loss(s1[cut:], s2[cut:]) - y[cut:]) ** 2)))
+    weight = 1.0 / np.maximum(np.asarray(errors), 1e-18) ** 2
+    order = np.argsort(-weight, kind="stable")
+    return [(shapes[i], float(weight[i] / weight.sum())) for i in order]
 
 
 def _areas(path: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

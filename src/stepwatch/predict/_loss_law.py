@@ -32,12 +32,25 @@ def lr_areas(lr: np.ndarray, momentum: float = ANNEALING_MOMENTUM) -> tuple[np.n
     lr = np.asarray(lr, np.float64)
     s1 = np.cumsum(lr)
     drops = np.maximum(-np.diff(lr, prepend=lr[:1]), 0.0)
-    m = np.empty_like(drops)
-    acc = 0.0
-    for i, d in enumerate(drops.tolist()):  # a recurrence: linear in the steps, once per fit
-        acc = momentum * acc + d
-        m[i] = acc
-    return s1, np.cumsum(m)
+    return s1, np.cumsum(_decayed_sum(drops, momentum))
+
+
+def _decayed_sum(x: np.ndarray, momentum: float) -> np.ndarray:
+    """m[i] = momentum · m[i-1] + x[i], in closed form over chunks short enough that
+    momentum^-chunk stays finite and exact (a plan of millions of steps costs milliseconds)."""
+    out = np.empty_like(x)
+    if momentum <= 0.0:
+        out[:] = x
+        return out
+    chunk = max(1, min(len(x), int(20.0 / -np.log(momentum)))) if momentum < 1 else len(x)
+    carry = 0.0
+    for start in range(0, len(x), chunk):
+        part = x[start : start + chunk]
+        k = np.arange(len(part), dtype=np.float64)
+        grow = momentum**k
+        out[start : start + len(part)] = grow * (carry * momentum + np.cumsum(part / grow))
+        carry = float(out[start + len(part) - 1])
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +68,24 @@ class LossLaw:
 
     @classmethod
     def fit(
-        cls, s1: np.ndarray, s2: np.ndarray, loss: np.ndarray, weight: np.ndarray | None = None
+        cls,
+        s1: np.ndarray,
+        s2: np.ndarray,
+        loss: np.ndarray,
+        weight: np.ndarray | None = None,
+        *,
+        annealing: bool = True,
+        floor: bool = False,
     ) -> LossLaw:
-        """The law of least (weighted) squares over these points; S1 must be above 0."""
+        """The law of least (weighted) squares over these points; S1 must be above 0. Without
+        ``annealing`` C is 0; with ``floor``, L0 is kept at 0 or above."""
         s1, s2, y = (np.asarray(v, np.float64) for v in (s1, s2, loss))
         w = np.ones_like(y) if weight is None else np.sqrt(np.asarray(weight, np.float64))
-        anneals = bool(np.ptp(s2) > 1e-12 * max(1.0, float(np.max(np.abs(s2)))))
+        anneals = annealing and bool(np.ptp(s2) > 1e-12 * max(1.0, float(np.max(np.abs(s2)))))
         log_s1 = np.log(s1)
 
         def solve(alpha: float) -> tuple[LossLaw, float]:
-            return _solve(np.exp(-alpha * log_s1), s2 if anneals else None, y, w, alpha)
+            return _solve(np.exp(-alpha * log_s1), s2 if anneals else None, y, w, alpha, floor)
 
         coarse = min((solve(float(a)) for a in _ALPHAS), key=lambda got: got[1])
         step = _ALPHAS[1] / _ALPHAS[0]
@@ -73,18 +94,26 @@ class LossLaw:
 
 
 def _solve(
-    power: np.ndarray, s2: np.ndarray | None, y: np.ndarray, w: np.ndarray, alpha: float
+    power: np.ndarray,
+    s2: np.ndarray | None,
+    y: np.ndarray,
+    w: np.ndarray,
+    alpha: float,
+    floor: bool,
 ) -> tuple[LossLaw, float]:
-    """(L0, A, C) of least squares for one α, with A and C held at 0 when they come out below."""
-    columns: dict[str, np.ndarray] = {"a": power} if s2 is None else {"a": power, "c": -s2}
+    """(L0, A, C) of least squares for one α, each held at 0 when it comes out below: A and C
+    always, L0 with ``floor``."""
+    columns: dict[str, np.ndarray] = {"l0": np.ones_like(y), "a": power}
+    if s2 is not None:
+        columns["c"] = -s2
+    free = set() if floor else {"l0"}
     while True:
-        used = list(columns)
-        x = np.column_stack([np.ones_like(y), *columns.values()])
+        x = np.column_stack(list(columns.values()))
         coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
-        got = dict(zip(used, coef[1:].tolist(), strict=True))
-        negative = [k for k in used if got[k] < 0]
+        got = dict(zip(columns, coef.tolist(), strict=True))
+        negative = [k for k in columns if got[k] < 0 and k not in free]
         if not negative:
             residual = (x @ coef - y) * w
-            law = LossLaw(float(coef[0]), got.get("a", 0.0), alpha, got.get("c", 0.0))
+            law = LossLaw(got.get("l0", 0.0), got.get("a", 0.0), alpha, got.get("c", 0.0))
             return law, float(residual @ residual)
         del columns[negative[0]]

@@ -62,7 +62,8 @@ def forecast_run(
                 "final_loss_p90": final.p90, "basis": final.basis,
                 "loss_cone": final.cone.as_dict()}  # fmt: skip
     risk = _curve_risk(loss, lr, schedule, planned_total_steps)
-    elapsed = float(loss.ts.max() - loss.ts.min()) if len(loss.ts) else 0.0
+    timed = loss.ts[np.isfinite(loss.ts)]  # a bounded read leaves older samples untimed
+    elapsed = float(timed.max() - timed.min()) if len(timed) else 0.0
     out["success_probability"] = success_probability(risk, alerts, elapsed, out["eta_s"])
     return out
 
