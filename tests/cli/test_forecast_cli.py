@@ -28,6 +28,7 @@ SCHEDULE = {"type": "linear", "peak_lr": 1e-3, "warmup_steps": 50, "final_lr": 1
 LAW = LossLaw(l0=2.0, a=0.5, alpha=0.5, c=1.0)
 #: From this step on, GPU 0 runs hot (the built-in gpu_thermal rule fires on it).
 HOT_FROM = 700
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"
 FIELDS = {"run", "at_step", "planned_total_steps", "eta_s", "eta_s_p10", "eta_s_p90",
           "final_loss_p10", "final_loss_p50", "final_loss_p90", "success_probability",
           "alerts", "reason"}  # fmt: skip
@@ -74,10 +75,16 @@ def _rows(upto: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _recorded(root: Path, upto: int = PLANNED, fmt: str = "parquet", **meta: Any) -> Path:
-    """A recorded run folder of steps 0..upto-1; its plan in labels.json, its schedule in
-    run.json (``meta`` replaces run.json's document)."""
-    where = write_scenario(root / f"law-{fmt}-{upto}", _rows(upto), fmt, logs=[])
+def _recorded(
+    root: Path,
+    upto: int = PLANNED,
+    fmt: str = "parquet",
+    logs: list[dict[str, Any]] | None = None,
+    **meta: Any,
+) -> Path:
+    """A recorded run folder of steps 0..upto-1 and these log lines; its plan in labels.json,
+    its schedule in run.json (``meta`` replaces run.json's document)."""
+    where = write_scenario(root / f"law-{fmt}-{upto}", _rows(upto), fmt, logs=logs or [])
     (where / "labels.json").write_text(
         json.dumps({"run": "law-run", "planned_total_steps": PLANNED})
     )
@@ -120,14 +127,18 @@ def test_a_step_cuts_there_and_the_last_sample_is_the_default(tmp_path: Path) ->
     assert whole["reason"] == "the run reached its planned last step"
 
 
-def test_the_alerts_are_those_raised_up_to_the_cut(tmp_path: Path) -> None:
-    where = str(_recorded(tmp_path, upto=1000))
-    _, (before, after), _ = _forecast(where, where, "--at", f"{HOT_FROM - 50}")
-    assert "gpu_thermal" not in before["alerts"]
-    _, (whole,), _ = _forecast(where)
-    assert whole["alerts"].count("gpu_thermal") == 1  # one incident, however long it lasts
-    for got in (before, whole):
-        assert 0.0 <= got["success_probability"] <= 1.0
+def test_the_alerts_up_to_the_cut_weigh_on_the_chance_of_success(tmp_path: Path) -> None:
+    oom = {"ts": float(TRUTH["ts"][400]), "node": "n0", "rank": 0, "line": OOM}
+    calm = str(_recorded(tmp_path / "calm", upto=1000))
+    failing = str(_recorded(tmp_path / "oom", upto=1000, logs=[oom]))
+    _, (calm_before, before), _ = _forecast(calm, failing, "--at", "350")
+    assert before["alerts"] == calm_before["alerts"] == []
+    assert before["success_probability"] == calm_before["success_probability"]
+    _, (calm_after, after), _ = _forecast(calm, failing, "--at", f"{HOT_FROM - 50}")
+    assert after["alerts"] == ["log_oom"] and calm_after["alerts"] == []
+    assert 0.0 <= after["success_probability"] < calm_after["success_probability"] <= 1.0
+    _, (whole,), _ = _forecast(failing)
+    assert whole["alerts"] == ["log_oom", "gpu_thermal"]  # each incident once, however long
 
 
 def test_a_store_run_forecasts_as_its_folder_does(tmp_path: Path) -> None:
