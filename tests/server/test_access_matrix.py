@@ -59,6 +59,7 @@ ROUTES: dict[str, Rule] = {
     "GET /api/v1/runs/{run_id}": Rule("read"),
     "POST /api/v1/runs/{run_id}/finish": Rule("write|operate"),
     "GET /api/v1/runs/{run_id}/forecast": Rule("read"),
+    "GET /api/v1/runs/{run_id}/advice": Rule("read"),
     "POST /api/v1/runs/{run_id}/commands": Rule("operate", 201),
     "GET /api/v1/runs/{run_id}/commands": Rule("write|read"),
     "POST /api/v1/runs/{run_id}/commands/{command_id}/ack": Rule("write"),

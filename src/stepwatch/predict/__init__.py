@@ -2,6 +2,18 @@
 (pauses included), and where its loss will land, from the law of its learning rate's areas
 and its stated schedule."""
 
+from ._advice import (
+    DEFAULT_GPU_MTBF_H,
+    Advice,
+    RunFacts,
+    Setting,
+    advise,
+    checkpoint_waste,
+    count_failures,
+    count_restarts,
+    idle_gpu_seconds,
+    young_daly_interval,
+)
 from ._eta import Eta, Pauses, forecast_eta
 from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
 from ._goodput import Goodput, goodput
@@ -12,20 +24,30 @@ from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
 
 __all__ = [
     "ANNEALING_MOMENTUM",
+    "DEFAULT_GPU_MTBF_H",
     "FINAL_WINDOW",
     "SCHEDULE_TYPES",
+    "Advice",
     "Eta",
     "Goodput",
     "LossForecast",
     "LossLaw",
     "LrSchedule",
     "Pauses",
+    "RunFacts",
     "ScheduleError",
     "Series",
+    "Setting",
+    "advise",
+    "checkpoint_waste",
+    "count_failures",
+    "count_restarts",
     "forecast_eta",
     "forecast_final_loss",
     "forecast_run",
     "goodput",
+    "idle_gpu_seconds",
     "lr_areas",
     "rank_order",
+    "young_daly_interval",
 ]

@@ -20,6 +20,7 @@ from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
 from ..store import Store
 from ._actions import actions_router
+from ._advice import advice_router
 from ._alerts import alerts_router
 from ._audit import audit_router
 from ._auth import PUBLIC, Guard, SignedIn, include
@@ -230,6 +231,7 @@ def create_app(
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))
     include(app, forecast_router(scope))
+    include(app, advice_router(scope))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))
     include(app, silences_router(detection.silences, store))
