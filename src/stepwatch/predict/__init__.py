@@ -15,19 +15,25 @@ from ._advice import (
     young_daly_interval,
 )
 from ._eta import Eta, Pauses, forecast_eta
-from ._final_loss import FINAL_WINDOW, LossForecast, forecast_final_loss
+from ._final_loss import FINAL_WINDOW, Cone, LossForecast, forecast_final_loss
 from ._goodput import Goodput, goodput
-from ._loss_law import ANNEALING_MOMENTUM, LossLaw, lr_areas
+from ._loss_law import ANNEALING_MOMENTUM, LossLaw, Shape, lr_areas
 from ._ranks import rank_order
 from ._run_forecast import Series, forecast_run
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
+from ._success import DIVERGED, FATAL_KINDS, FATAL_SHARE, CurveRisk, success_probability
 
 __all__ = [
     "ANNEALING_MOMENTUM",
     "DEFAULT_GPU_MTBF_H",
+    "DIVERGED",
+    "FATAL_KINDS",
+    "FATAL_SHARE",
     "FINAL_WINDOW",
     "SCHEDULE_TYPES",
     "Advice",
+    "Cone",
+    "CurveRisk",
     "Eta",
     "Goodput",
     "LossForecast",
@@ -38,6 +44,7 @@ __all__ = [
     "ScheduleError",
     "Series",
     "Setting",
+    "Shape",
     "advise",
     "checkpoint_waste",
     "count_failures",
@@ -49,5 +56,6 @@ __all__ = [
     "idle_gpu_seconds",
     "lr_areas",
     "rank_order",
+    "success_probability",
     "young_daly_interval",
 ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._loss_law import LossLaw, lr_areas
+from ._loss_law import LossLaw, Shape, lr_areas
 from ._resample import resample_blocks
 from ._schedule import LrSchedule
 
@@ -86,7 +86,7 @@ def forecast_final_loss(
     x, y, noise = _buckets(seen_steps, seen_loss)
     fits = [_areas(path) for path in paths]
     s1, s2 = fits[0][0][x], fits[0][1][x]
-    shapes = [(shape, weight, LossLaw.fit(s1, s2, y, **shape)) for shape, weight in
+    shapes = [(shape, weight, LossLaw.fit(s1, s2, y, shape=shape)) for shape, weight in
               _weighed_shapes(s1, s2, y)]  # fmt: skip
     window = _Window(total, seen_steps, seen_loss)
     ahead = np.unique(np.linspace(seen_steps[-1], total - 1, CONE_POINTS).astype(np.int64))
@@ -96,7 +96,7 @@ def forecast_final_loss(
         residual = y - fitted.loss(s1, s2)
         for _ in range(max(1, round(_DRAWS * weight))):
             noisy = fitted.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng)
-            refit = LossLaw.fit(s1, s2, noisy, **shape)
+            refit = LossLaw.fit(s1, s2, noisy, shape=shape)
             finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
             curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
     spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
@@ -155,19 +155,16 @@ def _lr_paths(
     return [held, decayed], "observed"
 
 
-def _weighed_shapes(
-    s1: np.ndarray, s2: np.ndarray, y: np.ndarray
-) -> list[tuple[dict[str, bool], float]]:
+def _weighed_shapes(s1: np.ndarray, s2: np.ndarray, y: np.ndarray) -> list[tuple[Shape, float]]:
     """The law's shapes (with and without the annealing term; with the floor free, and at 0
     or above when every loss seen is), each weighed by how well its fit to the first two
     thirds of the points foretells the last third, best first."""
-    shapes = [{"annealing": a, "floor": f} for a in (True, False) for f in (False, True)]
-    if not np.all(y > 0):
-        shapes = [shape for shape in shapes if not shape["floor"]]
+    floors = (False, True) if np.all(y > 0) else (False,)
+    shapes = [Shape(annealing, floor) for annealing in (True, False) for floor in floors]
     cut = len(y) * 2 // 3
     errors = []
     for shape in shapes:
-        early = LossLaw.fit(s1[:cut], s2[:cut], y[:cut], **shape)
+        early = LossLaw.fit(s1[:cut], s2[:cut], y[:cut], shape=shape)
         errors.append(float(np.mean((early.loss(s1[cut:], s2[cut:]) - y[cut:]) ** 2)))
     weight = 1.0 / np.maximum(np.asarray(errors), 1e-18) ** 2
     order = np.argsort(-weight, kind="stable")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ANNEALING_MOMENTUM", "LossLaw", "lr_areas"]
+__all__ = ["ANNEALING_MOMENTUM", "LossLaw", "Shape", "lr_areas"]
 
 #: λ of the annealing area: how long a drop of the rate keeps lowering the loss.
 ANNEALING_MOMENTUM = 0.999
@@ -54,6 +54,15 @@ def _decayed_sum(x: np.ndarray, momentum: float) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
+class Shape:
+    """Which of the law's terms a fit may use: without ``annealing`` C is 0; with ``floor``
+    L0 is kept at 0 or above (a loss that cannot go below 0, as cross-entropy cannot)."""
+
+    annealing: bool = True
+    floor: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class LossLaw:
     """A fitted law: L0 + A·S1^−α − C·S2 (A and C never negative)."""
 
@@ -73,19 +82,19 @@ class LossLaw:
         s2: np.ndarray,
         loss: np.ndarray,
         weight: np.ndarray | None = None,
-        *,
-        annealing: bool = True,
-        floor: bool = False,
+        shape: Shape | None = None,
     ) -> LossLaw:
-        """The law of least (weighted) squares over these points; S1 must be above 0. Without
-        ``annealing`` C is 0; with ``floor``, L0 is kept at 0 or above."""
+        """The law of least (weighted) squares over these points, of ``shape`` (the whole law
+        by default); S1 must be above 0."""
+        shape = shape or Shape()
         s1, s2, y = (np.asarray(v, np.float64) for v in (s1, s2, loss))
         w = np.ones_like(y) if weight is None else np.sqrt(np.asarray(weight, np.float64))
-        anneals = annealing and bool(np.ptp(s2) > 1e-12 * max(1.0, float(np.max(np.abs(s2)))))
+        anneals = shape.annealing and bool(np.ptp(s2) > 1e-12 * max(1.0, float(np.max(np.abs(s2)))))
         log_s1 = np.log(s1)
 
         def solve(alpha: float) -> tuple[LossLaw, float]:
-            return _solve(np.exp(-alpha * log_s1), s2 if anneals else None, y, w, alpha, floor)
+            power = np.exp(-alpha * log_s1)
+            return _solve(power, s2 if anneals else None, y, w, alpha, shape.floor)
 
         coarse = min((solve(float(a)) for a in _ALPHAS), key=lambda got: got[1])
         step = _ALPHAS[1] / _ALPHAS[0]
