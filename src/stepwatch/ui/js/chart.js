@@ -2,7 +2,8 @@
 // draws min/max bands and lines, alert annotations, and reports drag-to-zoom selections.
 //
 // Test hooks on the container: data-chart (id), data-points (x positions drawn),
-// data-ready="1" once drawn (also for an empty result, with data-points="0"),
+// data-ready="1" once drawn (also for an empty result, with data-points="0"), data-x-end (the
+// last x drawn: a time, a step or a value),
 // data-start / data-end (the time range shown, seconds), data-annotations (alert markers drawn).
 
 import { el, cssVar, color, ema, fmtNum } from "./util.js";
@@ -45,6 +46,15 @@ function finiteExtent(arrays) {
   return [lo - pad, hi + pad];
 }
 
+// The y range of the other series widened to take in `soft` series (a forecast), by at most
+// its own height each way: a wild forecast cannot squash the data into a line.
+function softened([lo, hi], soft) {
+  if (!soft.some((arr) => arr.some((v) => v !== null && Number.isFinite(v)))) return [lo, hi];
+  const [a, b] = finiteExtent(soft);
+  const span = hi - lo;
+  return [Math.min(lo, Math.max(a, lo - span)), Math.max(hi, Math.min(b, hi + span))];
+}
+
 function withAlpha(c, a) {
   if (c.startsWith("#") && c.length === 7) {
     const n = parseInt(c.slice(1), 16);
@@ -54,7 +64,8 @@ function withAlpha(c, a) {
 }
 
 export class ChartPanel {
-  // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?}]},
+  // opts: id, title, height, unit, legend, load(range, points) -> {x, ts, series:[{label, values, min?, max?, smooth?,
+  // color?, dash?, width?, soft? (widens the y range by at most the others' height)}]},
   // xMode ("time" | "step" | "value"), xLabel (legend name of x), smoothing (0..1), annotations [{ts, end?, severity, label}],
   // onRange(start, end) for drag-to-zoom, onReset() for double-click, sync (charts with the same
   // key share the cursor), onPick(series index) for a click on a legend-less chart.
@@ -101,11 +112,13 @@ export class ChartPanel {
     const series = [{}];
     this.bands = [];
     const all = [];
+    const soft = [];
     data.series.forEach((s, i) => {
       const c = s.color || color(i);
+      const extent = s.soft ? soft : all;
       if (s.min && s.max) {
         this.bands.push({ min: s.min, max: s.max, color: withAlpha(c, BAND_ALPHA) });
-        all.push(s.min, s.max);
+        extent.push(s.min, s.max);
       }
       const w = this.opts.smoothing;
       const values = gaps(s.values);
@@ -119,10 +132,10 @@ export class ChartPanel {
       } else {
         columns.push(values);
         series.push({ label: s.label, stroke: c, width: s.width || 1, dash: s.dash, spanGaps: !!s.spanGaps, points: { show: false } });
-        all.push(values);
+        extent.push(values);
       }
     });
-    this.yExtent = finiteExtent(all);
+    this.yExtent = softened(finiteExtent(all), soft);
     return { columns, series };
   }
 
@@ -136,6 +149,7 @@ export class ChartPanel {
       this.destroyPlot();
       this.box.replaceChildren(el("div", { class: "empty", text: "No data in this range." }));
       ds.points = "0";
+      delete ds.xEnd;
       ds.annotations = "0";
       ds.ready = "1";
       return;
@@ -151,6 +165,7 @@ export class ChartPanel {
       this.plot = new uPlot(this.options(series), columns, this.box);
     }
     ds.points = String(n);
+    ds.xEnd = String(data.x[n - 1]);
     ds.ready = "1";
   }
 
@@ -185,7 +200,11 @@ export class ChartPanel {
   paintBands(u) {
     const ctx = u.ctx;
     const x = u.data[0];
+    const { left, top, width, height } = u.bbox;
     ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, width, height);
+    ctx.clip(); // a band past the y range stays inside the plot
     for (const band of this.bands) {
       ctx.fillStyle = band.color;
       let open = [];

@@ -22,12 +22,15 @@ export function el(tag, attrs = {}, ...children) {
 export const fmtTime = (ts) => (ts ? new Date(ts * 1000).toLocaleString() : "–");
 export const fmtClock = (ts) => new Date(ts * 1000).toLocaleTimeString();
 
+// Rounded to its smallest unit first, so 119.7 s reads "2 min 0 s", not "1 min 60 s".
 export function fmtDuration(s) {
   if (s === null || s === undefined || !Number.isFinite(s)) return "–";
-  if (s < 60) return Math.round(s) + " s";
-  if (s < 3600) return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
-  if (s < 86400) return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
-  return Math.floor(s / 86400) + " d " + Math.round((s % 86400) / 3600) + " h";
+  if (Math.round(s) < 60) return Math.round(s) + " s";
+  if (Math.round(s) < 3600) return Math.floor(Math.round(s) / 60) + " min " + (Math.round(s) % 60) + " s";
+  const min = Math.round(s / 60);
+  if (min < 1440) return Math.floor(min / 60) + " h " + (min % 60) + " min";
+  const h = Math.round(s / 3600);
+  return Math.floor(h / 24) + " d " + (h % 24) + " h";
 }
 
 export function fmtAgo(ts, now = Date.now() / 1000) {

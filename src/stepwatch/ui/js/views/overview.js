@@ -1,9 +1,14 @@
 // Run overview: loss, learning rate, gradient norm and tokens/s with EMA smoothing, alert
-// annotations, x axis by step or time, drag to zoom.
+// annotations, x axis by step or time, drag to zoom; the run's forecast (the loss cone on the
+// loss chart while the run is followed live, ETA, final loss, chance of success), where its
+// time went, and the advice its data supports.
 
 import { el } from "../util.js";
 import { multi, primary, single } from "../data.js";
 import { panels, rangeBar } from "./common.js";
+import { advicePanel } from "./advice.js";
+import { forecastPanel, runInsights, withCone } from "./forecast.js";
+import { goodputPanel } from "./goodput.js";
 
 export const METRICS = [
   { id: "train.loss", title: "Loss", smooth: true },
@@ -38,8 +43,33 @@ export async function render(root, ctx) {
     rangeBar(ctx, el("label", {}, "Smoothing", slider, sliderValue), el("label", {}, "x axis", xSelect)),
     el("div", { class: "toolbar" }, picks),
   );
+  const top = el("div", { class: "grid2 section" });
   const grid = el("div", { class: "grid2" });
-  root.append(grid);
+  root.append(top, grid);
+  const forecast = forecastPanel(top);
+  const goodput = goodputPanel(top);
+  const advice = advicePanel(top);
+  // The forecast's panels from the answers that came; a refusal of either is reported.
+  function showInsights({ forecast: fc, advice: adv }) {
+    if (ctx.signal.aborted) return;
+    if (fc.status === "fulfilled") {
+      forecast.show(fc.value, ctx.run);
+      goodput.show(fc.value.goodput, fc.value.goodput_by_node);
+    }
+    if (adv.status === "fulfilled") advice.show(adv.value);
+    const failed = [fc, adv].find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+  // The charts and the panels (the loss chart's cone reads the forecast loaded first).
+  async function refresh() {
+    const asked = insights.load(ctx.signal);
+    const done = await Promise.allSettled([set.refresh(), asked.then(showInsights)]);
+    const failed = done.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+  const insights = runInsights(ctx.run.id, () => refresh().catch(ctx.error));
+  // The loss cone is drawn past the data while the running run is followed live.
+  const coneOf = (m, range) => (m.id === "train.loss" && range.live ? insights.forecast() : null);
   const set = panels(ctx);
   for (const m of METRICS.filter((x) => shown.has(x.id))) {
     set.add(grid, {
@@ -47,7 +77,10 @@ export async function render(root, ctx) {
       title: m.title,
       xMode,
       smoothing: m.smooth ? weight : 0,
-      load: async (range, points, signal) => single(primary(await multi({ name: m.id, run: ctx.run.id, range, points, signal })), { label: m.title, xMode, smooth: !!m.smooth }),
+      load: async (range, points, signal) => {
+        const [found, fc] = await Promise.all([multi({ name: m.id, run: ctx.run.id, range, points, signal }), coneOf(m, range)]);
+        return withCone(single(primary(found), { label: m.title, xMode, smooth: !!m.smooth }), fc, xMode);
+      },
     });
   }
   slider.addEventListener("input", () => {
@@ -57,6 +90,13 @@ export async function render(root, ctx) {
     ctx.set({ smooth: w.toFixed(2) }, { rerender: false });
   });
   xSelect.addEventListener("change", () => ctx.set({ x: xSelect.value }));
-  await Promise.all([set.refresh(), set.annotate()]);
-  return { refresh: () => set.refresh(), annotate: () => set.annotate(), destroy: () => set.destroy() };
+  await Promise.all([refresh().catch(ctx.error), set.annotate()]);
+  return {
+    refresh,
+    annotate: () => set.annotate(),
+    destroy() {
+      insights.stop();
+      set.destroy();
+    },
+  };
 }

@@ -1,10 +1,34 @@
-// Runs: every run with status, progress, ETA, throughput, open alerts and last update;
+// Runs: every run with status, progress, ETA (with its p10-p90 when forecast), the chance it
+// ends well, throughput, loss (and its forecast final value), open alerts and last update;
 // search by name, filter by status, pick runs to compare.
 
 import { api } from "../api.js";
 import { el, fmtAgo, fmtDuration, fmtNum } from "../util.js";
 
 const STATUSES = ["", "running", "finished", "failed", "killed"];
+const HEADERS = ["", "Status", "Run", "Progress", "ETA", "Success", "Tokens/s", "Loss", "Alerts", "Updated"];
+const known = (v) => v !== null && v !== undefined;
+
+// The ETA of a running run, its p10-p90 beneath when the forecast gives one.
+function etaCell(run) {
+  const running = run.status === "running";
+  const spread = running && known(run.eta_s_p10) && known(run.eta_s_p90) ? el("div", { class: "muted", text: fmtDuration(run.eta_s_p10) + " – " + fmtDuration(run.eta_s_p90) }) : null;
+  return el("td", { class: "num", dataset: { col: "eta" }, title: spread ? "p10–p90 of the forecast ETA" : "" }, running ? fmtDuration(run.eta_s) : "–", spread);
+}
+
+// The chance the run reaches its planned end, as a badge coloured by how likely that is.
+function successCell(run) {
+  const p = run.success_probability;
+  if (!known(p)) return el("td", { class: "num muted", dataset: { col: "success" }, text: "–" });
+  const level = p >= 0.8 ? "good" : p >= 0.5 ? "fair" : "poor";
+  return el("td", { class: "num", dataset: { col: "success", value: String(p) } }, el("span", { class: "badge chance-" + level, title: "chance the run reaches its planned end", text: Math.round(100 * p) + " %" }));
+}
+
+// The latest loss, and the forecast final loss beneath when known.
+function lossCell(run) {
+  const final = known(run.final_loss_p50) ? el("div", { class: "muted", title: "forecast final loss (p50)", text: "→ " + fmtNum(run.final_loss_p50) }) : null;
+  return el("td", { class: "num" }, known(run.loss) ? fmtNum(run.loss) : "–", final);
+}
 
 function row(run, ctx, chosen) {
   const progress = run.progress ?? null;
@@ -24,9 +48,10 @@ function row(run, ctx, chosen) {
       " ",
       run.step === null ? "–" : (run.step + 1).toLocaleString() + (run.planned_total_steps ? " / " + run.planned_total_steps.toLocaleString() : ""),
     ),
-    el("td", { class: "num", text: run.status === "running" ? fmtDuration(run.eta_s) : "–" }),
+    etaCell(run),
+    successCell(run),
     el("td", { class: "num", text: run.tokens_per_s === null ? "–" : fmtNum(run.tokens_per_s) }),
-    el("td", { class: "num", text: run.loss === null ? "–" : fmtNum(run.loss) }),
+    lossCell(run),
     el(
       "td",
       { class: "num" },
@@ -47,7 +72,7 @@ export async function render(root, ctx) {
   const table = el(
     "table",
     { class: "list", id: "runs" },
-    el("thead", {}, el("tr", {}, ["", "Status", "Run", "Progress", "ETA", "Tokens/s", "Loss", "Alerts", "Updated"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, HEADERS.map((h) => el("th", { text: h })))),
     body,
   );
   const compareButton = el("button", { type: "button", onclick: () => chosen.size && ctx.go("compare", { runs: Array.from(chosen).join(","), run: null }) }, "Compare selected");
@@ -61,7 +86,7 @@ export async function render(root, ctx) {
     const keep = selected && selected.dataset.runId;
     body.replaceChildren(...shown.map((r) => row(r, ctx, chosen)));
     if (keep) for (const tr of body.rows) tr.classList.toggle("selected", tr.dataset.runId === keep);
-    if (!shown.length) body.append(el("tr", {}, el("td", { colspan: 9, class: "empty", text: all.length ? "No run matches." : "No runs yet: start a training with stepwatch (or `stepwatch demo`)." })));
+    if (!shown.length) body.append(el("tr", {}, el("td", { colspan: HEADERS.length, class: "empty", text: all.length ? "No run matches." : "No runs yet: start a training with stepwatch (or `stepwatch demo`)." })));
   }
   search.addEventListener("input", () => {
     ctx.set({ q: search.value }, { rerender: false });
