@@ -1,14 +1,15 @@
 """Forecasts against how real trainings ended: final loss and ETA from 20 %, 30 % and 50 % of
 each run, beside the baselines a user would reach for.
 
-Run: python bench/forecast.py [--runs 10] [--seed S] [--steps 1500,3000]
+Run: python bench/forecast.py [--runs 10] [--pushed 20] [--seed S] [--steps 1500,3000]
+                               [--task lm|teacher] [--fit]
 
-Trains small PyTorch models on the CPU (an MLP of two 256-wide layers on a noisy teacher's
-labels, AdamW, batches of 256), each with one learning-rate schedule (cosine, linear, WSD,
-inverse-sqrt, constant, in turn) and one length, a real evaluation pass every 10 % of the run
-and a checkpoint written (and synced) every 25 %. Every step's loss, learning rate and time
-are kept. Then, cutting each run at 20/30/50 % of its planned steps, it forecasts from the cut
-alone and compares with the end:
+Trains small PyTorch models on the CPU (``--task``, see _forecast_tasks.py: by default a
+language model on real text; AdamW, batches of 256), each with one learning-rate schedule
+(cosine, linear, WSD, inverse-sqrt, constant, in turn) and one length, a real evaluation pass
+every 10 % of the run and a checkpoint written (and synced) every 25 %. Every step's loss,
+learning rate and time are kept. Then, cutting each run at 20/30/50 % of its planned steps,
+it forecasts from the cut alone and compares with the end:
 
 - final loss (mean training loss over the last 50 planned steps): the forecast with the
   schedule stated, the forecast with only the learning rate seen, the loss's last EMA, and a
@@ -17,7 +18,7 @@ alone and compares with the end:
 - ETA (time from the cut to the last step): the forecast's, and the naive one (steps left ×
   the recent step time); median relative error, and the p10-p90's coverage;
 - success: besides those runs, ``--pushed`` runs whose warm-up climbs to a rate drawn up to
-  100 times the usual, some of which blow up. A run whose loss diverges (its recent mean
+  300 times the usual, some of which blow up. A run whose loss diverges (its recent mean
   ``DIVERGED`` times its best) is stopped there, as a training's guard would. The success
   probability of every run still going at the cut is scored against whether it reached its
   last step: Brier score and a reliability table. ``--fit`` prints the logistic's
@@ -33,11 +34,13 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from _forecast_tasks import TASKS, Task
 from torch import nn
 
 from stepwatch.predict import (
@@ -53,7 +56,8 @@ from stepwatch.predict import (
 
 KINDS = ("cosine", "linear", "wsd", "inv_sqrt", "constant")
 CUTS = (0.2, 0.3, 0.5)
-DIM, CLASSES, BATCH, WIDTH = 32, 10, 256, 256
+BATCH = 256
+TaskOf = Callable[[torch.Generator], Task]
 
 
 @dataclass
@@ -75,38 +79,21 @@ class Recorded:
         return float(self.loss[-FINAL_WINDOW:].mean())
 
 
-def _teacher(gen: torch.Generator) -> nn.Module:
-    net = nn.Sequential(nn.Linear(DIM, 64), nn.Tanh(), nn.Linear(64, CLASSES))
-    for p in net.parameters():
-        with torch.no_grad():
-            p.copy_(torch.randn(p.shape, generator=gen) * 1.5)
-    return net
-
-
-def _batch(teacher: nn.Module, n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and labels drawn from the teacher's softmax: a loss floor no model passes."""
-    x = torch.randn(n, DIM, generator=gen)
-    with torch.no_grad():
-        probs = torch.softmax(teacher(x), dim=1)
-    return x, torch.multinomial(probs, 1, generator=gen).squeeze(1)
-
-
-def train(schedule: LrSchedule, seed: int, workdir: Path) -> Recorded:
-    """Train one run to its planned steps, pausing for evaluation and checkpoints."""
+def train(task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path) -> Recorded:
+    """Train one run of the task to its planned steps, pausing for evaluation and checkpoints."""
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    teacher = _teacher(gen)
-    model = nn.Sequential(nn.Linear(DIM, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(),
-                          nn.Linear(WIDTH, CLASSES))  # fmt: skip
+    task = task_of(gen)
+    model = task.model()
     opt = torch.optim.AdamW(model.parameters(), lr=schedule.peak_lr, weight_decay=0.01)
     total = schedule.total_steps
     rates = schedule.lr(np.arange(total))
-    held_x, held_y = _batch(teacher, 20_000, gen)
+    held_x, held_y = task.batch(20_000, gen)
     loss_of, ts = np.empty(total), np.empty(total)
     for step in range(total):
         for group in opt.param_groups:
             group["lr"] = float(rates[step])
-        x, y = _batch(teacher, BATCH, gen)
+        x, y = task.batch(BATCH, gen)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -234,13 +221,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--steps", default="1500,3000", help="run lengths, taken in turn")
-    parser.add_argument("--pushed", type=int, default=10, help="runs whose rate climbs high")
+    parser.add_argument("--pushed", type=int, default=20, help="runs whose rate climbs high")
+    parser.add_argument("--task", choices=sorted(TASKS), default="lm", help="what they learn")
     parser.add_argument("--fit", action="store_true", help="fit the success logistic instead")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "little")
     lengths = [int(v) for v in args.steps.split(",")]
     torch.set_num_threads(1)
-    print(f"forecast bench: {args.runs} CPU trainings, seed {seed}")
+    print(f"forecast bench: {args.runs} + {args.pushed} CPU trainings ({args.task}), seed {seed}")
     runs = []
     with tempfile.TemporaryDirectory(prefix="stepwatch-forecast-") as tmp:
         for i in range(args.runs):
@@ -248,16 +236,16 @@ def main() -> None:
             decay = total * 8 // 10 if kind == "wsd" else None
             schedule = LrSchedule(kind, 3e-3, total, total // 20, 1e-4, decay)
             began = time.perf_counter()
-            runs.append(train(schedule, seed + i, Path(tmp)))
+            runs.append(train(TASKS[args.task], schedule, seed + i, Path(tmp)))
             took = time.perf_counter() - began
             print(f"  run {i}: {kind:<8} {total:>5} steps, final loss "
                   f"{runs[-1].final:.4f}, {took:.1f} s")  # fmt: skip
         draw = np.random.default_rng(seed)
         for i in range(args.pushed):
             total = lengths[0]
-            warmup, peak = int(total * draw.uniform(0.3, 0.6)), 3e-3 * 10 ** draw.uniform(0, 2)
+            warmup, peak = int(total * draw.uniform(0.3, 0.6)), 3e-3 * 10 ** draw.uniform(0, 2.5)
             schedule = LrSchedule("cosine", peak, total, warmup, 1e-4)
-            runs.append(train(schedule, seed + args.runs + i, Path(tmp)))
+            runs.append(train(TASKS[args.task], schedule, seed + args.runs + i, Path(tmp)))
             ended = "made it" if runs[-1].made_it else f"diverged at step {len(runs[-1].loss)}"
             print(f"  pushed run {i}: peak rate {peak:.3g} after {warmup} steps, {ended}")
     if args.fit:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from stepwatch.demo import Phase, StepMetrics, TrainingShape, TrainingSim
+from stepwatch.predict import LrSchedule
 
 TRAIN = ("train.loss", "train.lr", "train.grad_norm", "train.tokens_per_s")
 TIMINGS = ("train.step_time_s", "train.data_time_s", "train.compute_time_s", "train.comm_time_s")
@@ -137,3 +138,11 @@ def test_a_shape_with_a_zero_count_is_refused(field: str) -> None:
 def test_negative_steps_are_refused() -> None:
     with pytest.raises(ValueError, match="step"):
         TrainingSim(SHAPE).step(-1)
+
+
+def test_the_stated_schedule_is_the_rate_the_run_trains_with() -> None:
+    shape = TrainingShape(nodes=1, gpus_per_node=2, planned_total_steps=2_000, warmup_steps=100)
+    stated = LrSchedule.from_config(shape.config()["lr_schedule"])
+    sim = TrainingSim(shape)
+    after = np.arange(100, 2_000, 37)
+    np.testing.assert_allclose(stated.lr(after), [sim.lr(int(k)) for k in after], rtol=1e-9)

@@ -81,5 +81,11 @@ class TrainingShape:
             "tokens_per_step": self.tokens_per_step,
             "optimizer": "adamw",
             "precision": "bf16",
-            "lr_schedule": "linear warm-up, cosine decay to 10%",
+            "lr_schedule": {  # linear warm-up, cosine decay to 10 % (stated, for forecasts)
+                "type": "cosine",
+                "peak_lr": self.lr_max,
+                "total_steps": self.planned_total_steps,
+                "warmup_steps": self.warmup_steps,
+                "final_lr": self.lr_max / 10,
+            },
         }

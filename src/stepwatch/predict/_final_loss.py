@@ -101,8 +101,11 @@ def forecast_final_loss(
             curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
     spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
     draws = np.asarray(finals) + rng.normal(0.0, spread, len(finals))
+    paths_ahead = np.asarray(curves)
+    if np.all(seen_loss > 0):  # a loss never below 0 will not end there
+        draws, paths_ahead = np.maximum(draws, 0.0), np.maximum(paths_ahead, 0.0)
     p10, p50, p90 = np.quantile(draws, [0.1, 0.5, 0.9]).tolist()
-    cone = Cone(ahead, *np.quantile(np.asarray(curves), [0.1, 0.5, 0.9], axis=0))
+    cone = Cone(ahead, *np.quantile(paths_ahead, [0.1, 0.5, 0.9], axis=0))
     law = shapes[0][2]  # the best weighed
     return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law, cone)
 
