@@ -11,18 +11,15 @@ from types import TracebackType
 from typing import Any
 
 import duckdb
-import numpy as np
 
 from .. import __version__
 from .._encryption import EncryptionKey
-from ..model import Event, RecordBatch, Run, RunStatus, SampleBatch, SeriesKey
+from ..model import Event, RecordBatch, Run, RunStatus, SampleBatch
 from . import (
     _checkpoints,
     _compact,
     _encryption,
     _logs,
-    _multi,
-    _percentiles,
     _prune,
     _query,
     _records,
@@ -31,7 +28,7 @@ from . import (
     _summary,
     _tokens,
 )
-from ._catalogue import Catalogue, LabelMatch, SeriesInfo
+from ._catalogue import Catalogue
 from ._checkpoints import Checkpoint, Position
 from ._connect import connect
 from ._errors import StoreError
@@ -39,9 +36,9 @@ from ._footprint import Footprint
 from ._forecasts import Forecasts
 from ._ingest import prepare, write
 from ._logs import LogFilter
-from ._plan import plan
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
+from ._series_queries import SeriesQueries
 from ._sources import DEFAULT_SOURCE_LIMIT, SourceBook
 from ._space import file_bytes
 from ._state import CurrentState
@@ -58,7 +55,7 @@ _OPEN: set[str] = set()
 _OPEN_LOCK = threading.Lock()
 
 
-class Store:
+class Store(SeriesQueries):
     """The embedded time-series store: series catalogue, samples, tiers, runs and events;
     ``current`` reads the current state of alerts, silences, commands and actions;
     ``retention`` keeps it within its ages; ``footprint`` measures it; ``forecasts`` keeps
@@ -391,108 +388,6 @@ class Store:
         """Store a new token, or the new state (revoked) of a stored one."""
         with self._lock, self._txn() as cur:
             _tokens.put_token(cur, token)
-
-    # ---- series queries -----------------------------------------------------------------
-
-    def series(self, name: str | None = None, match: LabelMatch | None = None) -> list[SeriesInfo]:
-        """Stored series with this name (any if None) whose labels equal ``match``."""
-        with self._txn() as cur:
-            return self._cat.select(cur, name, match)
-
-    def series_info(self, series_id: int) -> SeriesInfo | None:
-        """The stored series with this id, or None."""
-        with self._txn() as cur:
-            key = self._cat.keys_of(cur, [series_id]).get(series_id)
-        return None if key is None else SeriesInfo(series_id, key)
-
-    def raw(
-        self,
-        series_id: int,
-        start: float | None = None,
-        end: float | None = None,
-        limit: int | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Samples of one series in time order: "ts", "step" (NO_STEP where none), "value"."""
-        with self._txn() as cur:
-            return _query.raw(cur, series_id, start, end, limit)
-
-    def downsample(
-        self, series_id: int, start: float, end: float, points: int
-    ) -> dict[str, np.ndarray]:
-        """About ``points`` buckets over [start, end], exact min/max/last/count per bucket.
-
-        Buckets lie on a grid of multiples of their width ("ts" is a bucket's
-        start, so the first may begin before ``start``); only samples within
-        [start, end] count; min and max ignore NaN (NaN when a bucket has only
-        NaN); "last" is the value at the latest ts; empty buckets are omitted.
-        """
-        with self._snapshot() as (cur, watermark):
-            p = plan(start, end, points, kept=_prune.read_kept(cur))
-            return _query.downsample(cur, series_id, p, watermark)
-
-    def downsample_many(
-        self,
-        name: str | Sequence[str] | None,
-        match: LabelMatch | None,
-        start: float,
-        end: float,
-        points: int,
-        fields: Collection[str] = _multi.FIELDS,
-    ) -> list[tuple[SeriesInfo, dict[str, np.ndarray]]]:
-        """``downsample`` of every matching series in one query, plus each bucket's last "step".
-
-        ``name`` may list several metrics (a page of small multiples asks once); series come
-        in the order of the names. ``fields`` picks the columns besides "ts" (only those are
-        computed). Series without samples in the range are left out.
-        """
-        names = [name] if name is None or isinstance(name, str) else list(dict.fromkeys(name))
-        with self._snapshot() as (cur, watermark):
-            chosen = list(
-                {i.id: i for n in names for i in self._cat.select(cur, n, match)}.values()
-            )
-            p = plan(start, end, points, kept=_prune.read_kept(cur))
-            got = _multi.downsample_many(cur, [i.id for i in chosen], p, watermark, fields)
-        return [(info, got[info.id]) for info in chosen if info.id in got]
-
-    def percentiles(
-        self,
-        name: str,
-        match: LabelMatch | None,
-        start: float,
-        end: float,
-        points: int,
-        qs: Sequence[float] = (0.5, 0.9, 0.99),
-        by: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Quantiles per bucket of the finite samples of every matching series, per ``by`` value.
-
-        Within 1% of numpy.quantile for values of one sign (log-bucketed
-        histograms, see ``_percentiles``); buckets as in ``downsample``.
-        One entry per ``by`` value (a single one when ``by`` is None).
-        """
-        if any(not 0.0 <= q <= 1.0 for q in qs):
-            raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
-        with self._snapshot() as (cur, watermark):
-            chosen = self._cat.select(cur, name, match)
-            values, series_lbl, group_lbl = _percentiles.label_maps(cur, self._cat, chosen, by)
-            p = plan(start, end, points, kept=_prune.read_kept(cur))
-            hist = _percentiles.histogram(cur, p, watermark, series_lbl, group_lbl)
-        return _percentiles.entries(values, by, p, _percentiles.quantiles(hist, qs))
-
-    def latest(
-        self, name: str | None = None, match: LabelMatch | None = None
-    ) -> list[tuple[SeriesKey, float, int, float]]:
-        """(key, ts, step, value) of the newest sample of each matching series that has one."""
-        with self._txn() as cur:
-            chosen = self._cat.select(cur, name, match)
-        return self.latest_of(chosen)
-
-    def latest_of(self, chosen: Sequence[SeriesInfo]) -> list[tuple[SeriesKey, float, int, float]]:
-        """``latest`` of these series."""
-        keys = {i.id: i.key for i in chosen}
-        with self._snapshot() as (cur, watermark):
-            rows = _query.latest(cur, list(keys), watermark)
-        return [(keys[sid], ts, step, value) for sid, ts, step, value in rows]
 
     # ---- housekeeping -------------------------------------------------------------------
 
