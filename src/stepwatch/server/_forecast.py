@@ -11,10 +11,10 @@ from fastapi import APIRouter
 
 from ..model import Run
 from ..predict import Series, forecast_run, goodput
-from ..store import Store
+from ..store import SeriesInfo, Store
 from ._auth import Reader
 from ._jsonio import JSON, clean
-from ._run_series import alert_kinds, whole_series
+from ._run_series import alert_kinds, lowest_rank, read_whole, whole_series
 from ._scope import Scope
 
 __all__ = ["forecast_router"]
@@ -46,12 +46,16 @@ def _goodput(
 
 def _by_node(store: Store, run: Run, evals: np.ndarray | None) -> dict[str, Any]:
     """Goodput per node, each from the step times of its lowest rank."""
-    paced = store.series("train.step_time_s", {"run": run.id})
+    nodes: dict[str, list[SeriesInfo]] = {}
+    for info in store.series("train.step_time_s", {"run": run.id}):
+        if (node := info.key.label("node")) is not None:
+            nodes.setdefault(node, []).append(info)
     out = {}
-    for node in sorted({n for i in paced if (n := i.key.label("node")) is not None}):
-        match = {"run": run.id, "node": node}
-        pace = whole_series(store, "train.step_time_s", match)
-        if pace is not None and (spent := _goodput(store, run.start, pace, match, evals)):
+    for node, found in sorted(nodes.items()):
+        chosen = lowest_rank(found)
+        assert chosen is not None  # every node listed has a series
+        pace, match = read_whole(store, chosen), {"run": run.id, "node": node}
+        if spent := _goodput(store, run.start, pace, match, evals):
             out[node] = spent
     return out
 

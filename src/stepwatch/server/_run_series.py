@@ -4,6 +4,7 @@ grow with the run's history); and the kinds of the alerts it raised."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,9 @@ __all__ = [
     "Bounds",
     "alert_kinds",
     "bounded_series",
+    "lowest_rank",
     "pick_series",
+    "read_whole",
     "whole_series",
 ]
 
@@ -29,7 +32,11 @@ MAX_ALERTS = 1_000
 def pick_series(store: Store, name: str, match: dict[str, str]) -> SeriesInfo | None:
     """The series of ``name`` with these labels that speaks for them: rank 0's, or the
     lowest rank's when ranks each send one; None when there is none."""
-    found = store.series(name, match)
+    return lowest_rank(store.series(name, match))
+
+
+def lowest_rank(found: Sequence[SeriesInfo]) -> SeriesInfo | None:
+    """Of these series, the one that speaks for them all (see ``pick_series``)."""
     return min(found, key=lambda i: (rank_order(i.key.label("rank")), i.id)) if found else None
 
 
@@ -47,7 +54,12 @@ def _stepped(data: dict[str, np.ndarray]) -> Series:
 def whole_series(store: Store, name: str, match: dict[str, str]) -> Series | None:
     """Every sample with a step of the series ``pick_series`` picks, or None."""
     chosen = pick_series(store, name, match)
-    return None if chosen is None else _stepped(store.raw(chosen.id))
+    return None if chosen is None else read_whole(store, chosen)
+
+
+def read_whole(store: Store, chosen: SeriesInfo) -> Series:
+    """Every sample with a step of this series."""
+    return _stepped(store.raw(chosen.id))
 
 
 @dataclass(frozen=True, slots=True)
