@@ -14,7 +14,9 @@ of 30-90 s an hour and one burst loss, each node's clock off by up to +-1 s,
 and Student-t(3) noise on the loss; each option sets one of these alone.
 telemetry_gap records (a producer silent while its node is heard: info, never
 sent) are left out of the scored alerts, which score.py knows no kind of, and
-counted on a line of their own.
+counted on a line of their own; so are the forecasts (stepwatch.detect.PRECURSORS:
+warnings before a fault, which score.py would count as false alerts), scored by
+bench/forecast_alerts.py.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from pathlib import Path
 
 from _scenarios import SCENARIOS, Mess, perturbed, runs, scenarios
 
-from stepwatch.detect import DETECTORS, builtin_rules, load_rules, replay, to_record, write_alerts
+from stepwatch.detect import (
+    DETECTORS,
+    PRECURSORS,
+    builtin_rules,
+    load_rules,
+    replay,
+    to_record,
+    write_alerts,
+)
 
 
 def _score(folder: Path, alerts: Path) -> dict:
@@ -101,9 +111,11 @@ def main() -> None:
         records = [to_record(a) for path in runs(folder) for a in replay(path, rules)]
         elapsed = time.perf_counter() - t0
         gaps = sum(r.kind == UNSCORED for r in records)
-        records = [r for r in records if r.kind != UNSCORED]
+        forecasts = sum(r.kind in PRECURSORS for r in records)
+        records = [r for r in records if r.kind != UNSCORED and r.kind not in PRECURSORS]
         print(f"seed {seed}, {args.count} scenarios: {len(records)} alerts in {elapsed:.1f} s")
         print(f"  {gaps} {UNSCORED} records (info, not scored)")
+        print(f"  {forecasts} forecasts (not scored here: bench/forecast_alerts.py)")
         _table(_scored(folder, records))
         folders.append((folder, records))
     if len(folders) > 1:

@@ -47,6 +47,7 @@ from .engine import LOG_REPEAT_S, Alert, AlertState, Engine, Lifecycle, Transiti
 from .live import ALERT_EVENT, LiveAlert, LiveDetector, LiveStats, Recovery, ReloadOutcome, alert_id
 from .replay import (
     INCIDENT_GAP_S,
+    PRECURSORS,
     WINDOW_AFTER_S,
     WINDOW_BEFORE_S,
     Chunk,
@@ -54,6 +55,7 @@ from .replay import (
     KindScore,
     Label,
     LabelOutcome,
+    Precursor,
     RecordingError,
     RecordingInfo,
     RuleTestResult,
@@ -122,7 +124,9 @@ __all__ = [
     "NonFinite",
     "PeerComparison",
     "PeerVerdict",
+    "PRECURSORS",
     "Plateau",
+    "Precursor",
     "RecordingError",
     "RecordingInfo",
     "Recovery",

@@ -104,3 +104,21 @@ def test_a_catastrophic_pattern_matches_a_long_value_at_once() -> None:
 def test_patterns_only_backtracking_can_run_are_refused(pattern: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         Matcher.parse(f"node=~{pattern}")
+
+
+@pytest.mark.parametrize(
+    ("fault", "forecast", "labels"),
+    [
+        ("gpu_memory_pressure", "forecast_oom", {"run": "r", "node": "n1", "gpu": "3"}),
+        ("gpu_thermal", "forecast_thermal", {"run": "r", "node": "n1", "gpu": "3"}),
+        ("host_memory_leak", "forecast_host_oom", {"run": "r", "node": "n1"}),
+        ("disk_full", "forecast_disk_full", {"run": "r", "node": "n1"}),
+    ],
+)
+def test_a_fault_that_fires_mutes_its_own_forecast_only(
+    fault: str, forecast: str, labels: dict[str, str]
+) -> None:
+    assert inhibited(forecast, labels, [(fault, labels)])
+    elsewhere = {**labels, "node": "n2"}
+    assert not inhibited(forecast, elsewhere, [(fault, labels)])
+    assert not inhibited(forecast, labels, [("node_down", labels)])

@@ -55,6 +55,9 @@ DETECTORS: dict[str, Callable[[], Detector]] = {
     "robust_z": RobustZ,
     "cusum": Cusum,
     "trend": lambda: TrendSlope(halflife_s=600.0, threshold_pct_per_h=20.0),
+    "trend_peaks": lambda: TrendSlope(
+        halflife_s=600.0, target=4.0, horizon_s=1800.0, warmup_s=600.0, peak_s=60.0, pause_s=180.0
+    ),
     "plateau": lambda: Plateau(window=100),
     "rise": lambda: Rise(halflife=10.0, window=100),
     "share": lambda: Share(3.0, window_s=50.0),
@@ -575,6 +578,7 @@ WARMS = {
     "plateau": 300,
     "share": 50.0,
     "trend": 300.0,
+    "trend_peaks": 600.0,
 }
 
 

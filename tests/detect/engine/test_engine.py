@@ -352,3 +352,34 @@ def test_checkpoint_throughput_is_judged_only_on_writes_big_enough_to_be_bound_b
         ("checkpoint_slow", "firing", 1e8),
     ]
     assert checkpoint(40.0, 245e3, 1.0) == []  # a tiny one neither fires nor resolves it
+
+
+def test_a_forecast_alert_tells_when_its_target_is_due() -> None:
+    rules = """\
+groups:
+  - name: g
+    rules:
+      - alert: filling
+        kind: forecast_disk_full
+        signal: {metric: disk.free, by: [node]}
+        detector: {type: trend, target: 0, horizon_s: 3600, halflife_s: 600, direction: down}
+        annotations: {summary: "full in {{ $eta }}, at {{ $predicted }}"}
+      - alert: hot
+        kind: gpu_thermal
+        signal: {metric: gpu.temp_c}
+        threshold: "> 80"
+        annotations: {summary: "[{{ $eta }}{{ $predicted }}]"}
+"""
+    engine = Engine(parse_rules(rules, "rules.yaml", DETECTORS))
+    t0 = 1_780_000_000.0
+    rows = [
+        ("disk.free", {"run": "r", "node": "n0"}, t0 + t, 2000.0 - t) for t in range(0, 900, 10)
+    ]
+    rows += [("gpu.temp_c", {"run": "r"}, t0, 86.0)]
+    fired = {a.kind: a for a in engine.process(_batch(rows)) if a.state == "firing"}
+    filling, hot = fired["forecast_disk_full"], fired["gpu_thermal"]
+    assert filling.predicted_ts is not None
+    assert abs(filling.predicted_ts - (t0 + 2000.0)) < 1.0  # free space falls 1 a second
+    left = round((filling.predicted_ts - filling.ts) / 60)
+    assert filling.annotations["summary"] == f"full in ~{left} min, at 2026-05-28 21:00:00 UTC"
+    assert hot.predicted_ts is None and hot.annotations["summary"] == "[]"  # no forecast

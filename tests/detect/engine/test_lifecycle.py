@@ -105,3 +105,17 @@ def test_any_split_into_batches_gives_the_same_transitions(
         life.load_state_dict(saved)  # a restore mid-stream changes nothing
         at = cut
     assert got == whole
+
+
+def test_a_transition_carries_the_forecast_of_the_sample_that_made_it() -> None:
+    life = Lifecycle(for_s=2)
+    ts = np.arange(6.0)
+    active = np.array([0, 1, 1, 1, 0, 0], bool)
+    predicted = np.array([np.nan, 100.0, 101.0, 102.0, np.inf, np.nan])
+    out = life.update(ts, active, ts, None, predicted)
+    assert [(t.state, t.predicted_ts) for t in out] == [(P, 100.0), (F, 102.0), (R, 102.0)]
+    restored = Lifecycle(for_s=2)
+    restored.load_state_dict(life.state_dict())
+    assert restored.predicted == 102.0
+    never = Lifecycle().update(ts[:1], np.ones(1, bool), ts[:1], None, np.array([np.inf]))
+    assert [t.predicted_ts for t in never] == [None, None]  # a target never reached: none

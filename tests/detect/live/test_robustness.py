@@ -11,7 +11,6 @@ Faulty: the rule's alert about the faulty entity, not before the fault and withi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,8 +18,27 @@ import pytest
 from stepwatch.detect import Alert, RuleSet, builtin_rules
 from stepwatch.detect.live._reorder import merge
 from stepwatch.model import SampleBatch
-from stepwatch.server._upkeep import USED_RATIO
 
+from ._hardware import (
+    GB,
+    ONSET_HW,
+    ONSET_TREND,
+    checkpoints,
+    cpu,
+    disk,
+    filling_memory,
+    flat,
+    forecast_host_memory,
+    gpus,
+    heating,
+    host,
+    host_memory,
+    mem_host,
+    memory,
+    peaks,
+    store,
+    swinging_power,
+)
 from ._telemetry import (
     NODES,
     T0,
@@ -36,8 +54,6 @@ from ._telemetry import (
     spoiled,
 )
 
-GB = 1e9
-GPUS = 4
 RANKS = 2  # ranks per node in the training cases (enough peers, fewer samples)
 STEP_S = 0.25  # the pace of the training curves' runs
 RULES = builtin_rules()
@@ -142,138 +158,6 @@ def _data_wait(sig: Signal, faulty: bool) -> list[Stream]:
     return out
 
 
-# ---- hardware signals ---------------------------------------------------------------------
-
-
-def _gpus(
-    name: str, healthy: Callable[[Signal, np.ndarray], np.ndarray], fault: float, noise: float
-) -> Callable[[Signal, bool], list[Stream]]:
-    """The GPUs of node1 every 5 s; GPU 1 of the faulty run at ``fault`` from the onset."""
-
-    def make(sig: Signal, faulty: bool) -> list[Stream]:
-        ts = sig.times(5.0)
-        shared = healthy(sig, ts - T0)
-        out = []
-        for gpu in range(GPUS):
-            value = shared + noise * sig.noise(ts.size)
-            if faulty and gpu == 1:
-                later = ts - T0 >= ONSET_HW
-                value[later] = fault + noise * sig.noise(int(later.sum()))
-            labels = {"run": "r", "node": "node1", "gpu": str(gpu)}
-            out.append(Stream(name, labels, "node1/agent", ts, value))
-        return out
-
-    return make
-
-
-ONSET_HW = 900.0  # when hardware faults begin: after the longest window (10 min) has filled
-ONSET_TREND = 1800.0  # and trends, after the half hour their slopes want
-
-
-def _peaks(
-    level: float, peak: float, every_s: float, lasting_s: float
-) -> Callable[..., np.ndarray]:
-    """A level with brief peaks, one just after the gap ends (where one sample is all there is)."""
-
-    def healthy(sig: Signal, t: np.ndarray) -> np.ndarray:
-        phase = (t - (ONSET_HW - 60.0)) % every_s
-        return np.where(phase < lasting_s, peak, level)
-
-    return healthy
-
-
-def _flat(level: float) -> Callable[..., np.ndarray]:
-    return lambda sig, t: np.full(t.shape, level)
-
-
-def _power(sig: Signal, t: np.ndarray) -> np.ndarray:
-    return np.where((t % 600) < 30, 100.0, 300.0)  # every GPU of the node idles in evaluation
-
-
-def _swinging_power(sig: Signal, faulty: bool) -> list[Stream]:
-    streams = _gpus("gpu.power_w", _power, 300.0, 4.0)(sig, False)
-    if faulty:
-        stream = streams[1]
-        t = stream.ts - T0
-        swing = np.where((t // 120) % 2 == 0, 1.3, 0.75)
-        stream.value = np.where(t >= ONSET_HW, stream.value * swing, stream.value)
-    return streams
-
-
-def _memory(sig: Signal, faulty: bool) -> list[Stream]:
-    healthy = _peaks(0.80, 0.95, 300.0, 15.0)
-    used = _gpus("gpu.mem_used_bytes", healthy, 0.91, 0.004)(sig, faulty)
-    out = []
-    for stream in used:
-        stream.value = stream.value * 80 * GB
-        total = replace(stream, name="gpu.mem_total_bytes", value=np.full(stream.ts.size, 80 * GB))
-        out += [stream, total]
-    return out
-
-
-def _host(
-    name: str,
-    healthy: Callable[[Signal, np.ndarray], np.ndarray],
-    fault: Callable[..., np.ndarray],
-    onset: float = ONSET_HW,
-) -> Callable[[Signal, bool], list[Stream]]:
-    """One host series of node1 every 5 s; ``fault(t since onset, healthy)`` after the onset."""
-
-    def make(sig: Signal, faulty: bool) -> list[Stream]:
-        ts = sig.times(5.0)
-        t = ts - T0
-        value = healthy(sig, t)
-        if faulty:
-            later = t >= onset
-            value[later] = fault(t[later] - onset, value[later])
-        return [Stream(name, {"run": "r", "node": "node1"}, "node1/agent", ts, value)]
-
-    return make
-
-
-def _mem_host(sig: Signal, t: np.ndarray) -> np.ndarray:
-    return 100 * GB * (1 + 0.005 * sig.noise(t.size))
-
-
-def _host_memory(sig: Signal, faulty: bool) -> list[Stream]:
-    """A quarter of 400 GB used; faulty: the rest filled within 5 minutes from the onset."""
-    fill = _host("host.mem_used_bytes", _mem_host, lambda t, v: np.minimum(v + GB * t, 400 * GB))
-    (used,) = fill(sig, faulty)
-    return [used, replace(used, name="host.mem_total_bytes", value=np.full(used.ts.size, 400 * GB))]
-
-
-def _cpu(sig: Signal, t: np.ndarray) -> np.ndarray:
-    return np.clip(60 + 8 * sig.noise(t.size), 0, 100)
-
-
-def _disk(sig: Signal, t: np.ndarray) -> np.ndarray:
-    # checkpoints take 20 GB every 10 minutes, and the oldest is deleted as the next is written
-    return 400 * GB - 20 * GB * ((t % 600) < 300) + 0.01 * GB * sig.noise(t.size)
-
-
-def _checkpoints(sig: Signal, faulty: bool) -> list[Stream]:
-    ts = sig.times(300.0)
-    rate = np.where(faulty & (ts - T0 >= ONSET_HW), 150e6, 1e9)
-    size = 5 * GB * np.ones(ts.size)
-    write_s = size / rate * (1 + 0.05 * np.abs(sig.noise(ts.size)))
-    labels = {"run": "r", "node": "node1", "rank": "2"}
-    return [
-        Stream("ckpt.bytes", labels, "node1/sdk2", ts, size),
-        Stream("ckpt.write_s", labels, "node1/sdk2", ts, write_s),
-    ]
-
-
-def _store(sig: Signal, faulty: bool) -> list[Stream]:
-    """The collector's store over its limit, every 10 s: healthy it grows slowly from half of
-    it; faulty it stands at 85 % from the onset."""
-    ts = sig.times(10.0)
-    t = ts - T0
-    value = 0.5 + 0.2 * t / sig.end_s + 0.01 * sig.noise(t.size)
-    if faulty:
-        value[t >= ONSET_HW] = 0.85 + 0.01 * sig.noise(int((t >= ONSET_HW).sum()))
-    return [Stream(USED_RATIO, {}, "stepwatch.collector", ts, value)]
-
-
 def _nodes(sig: Signal, faulty: bool) -> list[Stream]:
     out = []
     for node in range(NODES):
@@ -369,62 +253,70 @@ CASES = [
     Case("telemetry_gap", _agent_pause, ONSET_HW, 75, {**NODE1, "producer": "agent"}, "none"),
     Case(
         "gpu_underutilized",
-        _gpus("gpu.util_pct", _peaks(92.0, 10.0, 600.0, 30.0), 50.0, 3.0),
+        gpus("gpu.util_pct", peaks(92.0, 10.0, 600.0, 30.0), 50.0, 3.0),
         ONSET_HW,
         660,
         GPU1,
     ),
     Case(
         "gpu_thermal",
-        _gpus("gpu.temp_c", _peaks(72.0, 84.0, 300.0, 20.0), 81.0, 0.5),
+        gpus("gpu.temp_c", peaks(72.0, 84.0, 300.0, 20.0), 81.0, 0.5),
         ONSET_HW,
         330,
         GPU1,
     ),
     Case(
         "gpu_thermal_throttle",
-        _gpus("gpu.throttle_reasons", _flat(4.0), 0x40, 0.0),
+        gpus("gpu.throttle_reasons", flat(4.0), 0x40, 0.0),
         ONSET_HW,
         45,
         GPU1,
     ),
-    Case("gpu_power_anomaly", _swinging_power, ONSET_HW, 200, GPU1),
-    Case("gpu_memory_pressure", _memory, ONSET_HW, 90, GPU1),
-    Case("gpu_xid", _gpus("gpu.xid_errors", _flat(0.0), 1.0, 0.0), ONSET_HW, 10, GPU1),
-    Case("gpu_ecc", _gpus("gpu.ecc_errors", _flat(0.0), 2.0, 0.0), ONSET_HW, 10, GPU1),
+    Case("gpu_power_anomaly", swinging_power, ONSET_HW, 200, GPU1),
+    Case("gpu_memory_pressure", memory, ONSET_HW, 90, GPU1),
+    Case("gpu_xid", gpus("gpu.xid_errors", flat(0.0), 1.0, 0.0), ONSET_HW, 10, GPU1),
+    Case("gpu_ecc", gpus("gpu.ecc_errors", flat(0.0), 2.0, 0.0), ONSET_HW, 10, GPU1),
     Case(
         "host_memory_leak",
-        _host(
-            "host.mem_used_bytes", _mem_host, lambda t, v: v * (1 + 0.08 * t / 3600), ONSET_TREND
-        ),
+        host("host.mem_used_bytes", mem_host, lambda t, v: v * (1 + 0.08 * t / 3600), ONSET_TREND),
         ONSET_TREND,
         3600,
         NODE1,
     ),
-    Case("host_memory_filling", _host_memory, ONSET_HW, 180, NODE1),
+    Case("host_memory_filling", host_memory, ONSET_HW, 180, NODE1),
+    Case("forecast_oom", filling_memory, ONSET_TREND, 600, GPU1),
+    Case("forecast_thermal", heating, ONSET_TREND, 1380, GPU1),
+    Case("forecast_host_oom", forecast_host_memory, ONSET_TREND, 1500, NODE1),
+    Case(
+        "forecast_disk_full",
+        host("host.disk_free_bytes", disk, lambda t, v: v - 300 * GB * t / 3600, ONSET_TREND),
+        ONSET_TREND,
+        2400,
+        NODE1,
+    ),
     Case(
         "cpu_saturation",
-        _host("host.cpu_core_max_pct", _cpu, lambda t, v: np.full(v.shape, 100.0)),
+        host("host.cpu_core_max_pct", cpu, lambda t, v: np.full(v.shape, 100.0)),
         ONSET_HW,
         330,
         NODE1,
     ),
     Case(
         "disk_full",
-        _host("host.disk_free_bytes", _disk, lambda t, v: np.full(v.shape, 8 * GB)),
+        host("host.disk_free_bytes", disk, lambda t, v: np.full(v.shape, 8 * GB)),
         ONSET_HW,
         75,
         NODE1,
     ),
     Case(
         "disk_filling",
-        _host("host.disk_free_bytes", _disk, lambda t, v: v - 300 * GB * t / 3600, ONSET_TREND),
+        host("host.disk_free_bytes", disk, lambda t, v: v - 300 * GB * t / 3600, ONSET_TREND),
         ONSET_TREND,
         2400,
         NODE1,
     ),
-    Case("checkpoint_slow", _checkpoints, ONSET_HW, 310, NODE1, "node1/sdk2", True),
-    Case("store_disk_full", _store, ONSET_HW, 40, {}, "stepwatch.collector", True),
+    Case("checkpoint_slow", checkpoints, ONSET_HW, 310, NODE1, "node1/sdk2", True),
+    Case("store_disk_full", store, ONSET_HW, 40, {}, "stepwatch.collector", True),
 ]
 BY_RULE = {case.rule: case for case in CASES}
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from stepwatch.cli import main
-from stepwatch.detect import builtin_rules, read_alerts
+from stepwatch.detect import PRECURSORS, Alert, builtin_rules, read_alerts, to_record
 
 ANOMALY_KINDS = {
     "nonfinite", "loss_spike", "loss_divergence", "loss_plateau", "grad_explosion",
@@ -58,7 +58,8 @@ def _scenario(root: Path) -> Path:
 
 def test_the_builtin_pack_covers_the_kinds_it_can_express_and_loads() -> None:
     kinds = {rule.kind for rule in builtin_rules().rules}
-    assert kinds == ANOMALY_KINDS | {"telemetry_gap"}  # and missing telemetry, recorded
+    # and missing telemetry, recorded; and the forecasts of what will break next
+    assert kinds == ANOMALY_KINDS | {"telemetry_gap"} | set(PRECURSORS)
     assert all(rule.playbook for rule in builtin_rules().rules)
 
 
@@ -84,3 +85,11 @@ def test_replay_with_a_bad_rule_file_says_where(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert f"{rules}:4: groups[0].rules[0]: missing required key 'signal'" in result.output
+
+
+def test_a_forecasts_record_carries_when_it_expects_its_target() -> None:
+    rule = next(r for r in builtin_rules().rules if r.alert == "forecast_thermal")
+    labels = {"run": "r", "node": "node1", "gpu": "3"}
+    alert = Alert(rule, "firing", 100.0, 40.0, 79.0, labels, {"summary": "s"}, 80.0, 700.0)
+    record = to_record(alert)
+    assert record.kind == "forecast_thermal" and record.extra["predicted_ts"] == 700.0

@@ -56,6 +56,8 @@ STRAGGLER = _label(
 )
 NODE_DOWN = _label("node_down", {"node": "node2"}, 600, 3000, deadline=720)
 NAN = _label("nonfinite", {}, 300, 310, deadline=360)
+PRESSURE = _label("gpu_memory_pressure", {"node": "node1", "gpu": 3}, 2000, 3000)
+OOM_LINE = _label("log_oom", {"node": "node1"}, 2500, 2560)
 
 CASES = [
     Case("a timely hit", [THERMAL], [_alert("gpu_thermal", 280, node="node1", gpu=3)],
@@ -110,6 +112,18 @@ CASES = [
          [_alert("step_time_regression", 700)], 0, 0, 1, 1),
     Case("alerts of another run are not scored", [THERMAL],
          [_alert("gpu_thermal", 280, run="other", node="node1", gpu=3)], 0, 0, 0, 0),
+    Case("a forecast within its lead before its fault is true and finds no label", [PRESSURE],
+         [_alert("forecast_oom", 200, node="node1", gpu=3)], 0, 0, 1, 1),
+    Case("a forecast while its fault is under way is true", [PRESSURE],
+         [_alert("forecast_oom", 2900, node="node1", gpu=3)], 0, 0, 1, 1),
+    Case("a forecast longer than its lead before its fault is false", [PRESSURE],
+         [_alert("forecast_oom", 199, node="node1", gpu=3)], 0, 0, 1, 0),
+    Case("a forecast on another GPU is false", [PRESSURE],
+         [_alert("forecast_oom", 1000, node="node1", gpu=2)], 0, 0, 1, 0),
+    Case("a forecast of another fault is false", [PRESSURE],
+         [_alert("forecast_thermal", 1000, node="node1", gpu=3)], 0, 0, 1, 0),
+    Case("a GPU's forecast of running out of memory is true for its node's OOM line", [OOM_LINE],
+         [_alert("forecast_oom", 1000, node="node1", gpu=3)], 0, 0, 1, 1),
 ]  # fmt: skip
 
 

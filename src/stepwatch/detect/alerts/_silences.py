@@ -104,12 +104,17 @@ WAITING_S = 600.0
 #: of each of its producers (a telemetry_gap seen on the way down). In synchronous
 #: training every rank waits for the slowest one, so a straggler, a starved data loader or a
 #: node's slow network explains the idle GPUs and the slower steps of the whole run, and goes
-#: on explaining them while their windows still hold its time.
+#: on explaining them while their windows still hold its time. A fault that fires makes its
+#: forecast moot: the forecast said it would come, and now it is here.
 DEFAULT_INHIBITIONS = (
     Inhibition("node_down", _WAITING | {"straggler", "sync_latency", "telemetry_gap"}, ("node",)),
     Inhibition("straggler", _WAITING | {"sync_latency"}, ("run",), WAITING_S),
     Inhibition("dataloader_bottleneck", _WAITING | {"sync_latency"}, ("run",), WAITING_S),
     Inhibition("sync_latency", _WAITING, ("run",), WAITING_S),
+    Inhibition("gpu_memory_pressure", frozenset({"forecast_oom"}), ("run", "node", "gpu")),
+    Inhibition("gpu_thermal", frozenset({"forecast_thermal"}), ("run", "node", "gpu")),
+    Inhibition("host_memory_leak", frozenset({"forecast_host_oom"}), ("run", "node")),
+    Inhibition("disk_full", frozenset({"forecast_disk_full"}), ("run", "node")),
 )
 
 

@@ -87,18 +87,23 @@ class Detector(ABC):
         """How far the baseline is while the detector cannot judge yet; None once it can."""
         return None
 
+    def _state_names(self) -> tuple[str, ...]:
+        """The attributes the next batch depends on: ``_state_keys``, unless the parameters
+        leave some unused."""
+        return self._state_keys
+
     def state_dict(self) -> dict[str, Any]:
         """Everything the next batch depends on, as JSON-ready numbers and lists (no parameters)."""
-        state = {key: _plain(getattr(self, key)) for key in self._state_keys}
+        state = {key: _plain(getattr(self, key)) for key in self._state_names()}
         state["last_ts"] = self._last_ts
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state_dict()`` output of a detector built with the same parameters."""
-        expected = {*self._state_keys, "last_ts"}
+        expected = {*self._state_names(), "last_ts"}
         if set(state) != expected:
             raise ValueError(f"state keys {sorted(state)} != {sorted(expected)}")
-        for key in self._state_keys:
+        for key in self._state_names():
             current, new = getattr(self, key), state[key]
             if np.shape(current) != np.shape(new):
                 raise ValueError(

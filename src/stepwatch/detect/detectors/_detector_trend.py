@@ -20,19 +20,23 @@ from ._base import (
     directed,
 )
 from ._detectors import MAD_SCALE
+from ._trend_peaks import peaks
 
 HOUR_S = 3600.0
+_PEAKS_SEEN = 5  # peaks taken before one is judged far off the line
 _MIN_SEEN = 10  # samples counted before any is judged an outlier
 _FLAT = 1e-9  # a relative fall this small is none, even where a noise-free fit has no error
 
 
 @dataclass(frozen=True)
 class TrendVerdict(Verdict):
-    """A trend verdict with the fit behind it: slope, level now and time to the target."""
+    """A trend verdict with the fit behind it: slope, level now, time to the target and the
+    data time at which the line reaches it (``predicted_ts``: what a forecast alert tells)."""
 
     slope_per_h: Floats
     level: Floats
     time_to_target_s: Floats
+    predicted_ts: Floats
 
     @property
     def baseline(self) -> Floats:
@@ -57,9 +61,16 @@ class TrendSlope(Detector):
     the first few samples after a long gap would otherwise tilt the line on their own noise.
     Shorter gaps, lost samples and a changed sampling interval only change how many samples
     the fit has.
+
+    With ``peak_s`` the line goes through the highest value (lowest, direction down) of each
+    ``peak_s`` of data time instead of every sample (see ``_trend_peaks``): a forecast of what
+    breaks at the peak, which dips shorter than that do not tilt. A lone peak far over the line
+    is left out, and so are peaks far under it for up to ``pause_s`` (see ``_peak_fit``). A
+    sample is judged by the line through the peaks known by then, at its own time.
+    ``predicted_ts`` is the data time at which the line reaches the target.
     """
 
-    _state_keys = ("sums", "t_prev", "t_warm")
+    _state_keys = ("sums", "t_prev", "t_warm", "stretch", "fit", "guard")
 
     def __init__(
         self,
@@ -69,6 +80,8 @@ class TrendSlope(Detector):
         target: float | None = None,
         warmup_s: float | None = None,
         horizon_s: float | None = None,
+        peak_s: float | None = None,
+        pause_s: float = 0.0,
     ) -> None:
         super().__init__()
         check_direction(direction)
@@ -76,30 +89,40 @@ class TrendSlope(Detector):
             raise ValueError("halflife_s and threshold_pct_per_h must be > 0")
         if horizon_s is not None and (target is None or horizon_s <= 0):
             raise ValueError("horizon_s needs a target and must be > 0")
-        self.horizon_s = horizon_s
+        if peak_s is not None and (peak_s <= 0 or direction == "both"):
+            raise ValueError("peak_s must be > 0, with direction up or down")
+        if pause_s < 0 or (pause_s > 0 and peak_s is None):
+            raise ValueError("pause_s must be >= 0, and needs peak_s")
+        self.horizon_s, self.peak_s, self.pause_s = horizon_s, peak_s, float(pause_s)
         self.threshold, self.direction, self.target = threshold_pct_per_h, direction, target
         self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
         self._rate = math.log(2.0) / halflife_s
         self.sums = np.zeros(5)  # weights of 1, x, x^2, y, x*y with x in hours since t_prev
         self.t_prev = math.nan
         self.t_warm = math.nan  # when the stretch of data without a long gap began
+        if peak_s is not None:
+            self.stretch = np.full(5, np.nan)  # the open stretch (see peaks); the last sample's ts
+            self.fit = np.full(3, np.nan)  # the line through the last peak: time, slope, level
+            # deviation, peaks left out in a row, peaks seen; the last peak taken: its time, the
+            # line's slope and level there, and its value
+            self.guard = np.array([0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
+
+    def _state_names(self) -> tuple[str, ...]:
+        """A line through every sample has no peaks to keep (its state is as it always was)."""
+        return self._state_keys if self.peak_s is not None else self._state_keys[:3]
 
     def _score(self, ts: Floats, value: Floats) -> TrendVerdict:
         if math.isnan(self.t_warm) and ts.size:
             self.t_prev = self.t_warm = float(ts[0])
-        origin = self.t_prev
-        gaps = np.diff(np.concatenate([[origin], ts])) if ts.size else ts
-        x = (ts - origin) / HOUR_S
-        rows = np.vstack([np.ones_like(x), x, x * x, value, x * value])
-        sums = decayed_cumsum(rows, -self._rate * gaps, self.sums)
-        slope, level = _fit(sums, x)
-        since = self._stretches(ts, gaps)
-        slope = np.where(ts - since >= self.warmup_s, slope, np.nan)
+        if self.peak_s is None:
+            gaps = np.diff(np.concatenate([[self.t_prev], ts])) if ts.size else ts
+            since = self._stretches(ts, gaps)
+            slope, level = self._line(ts, value)
+            slope = np.where(ts - since >= self.warmup_s, slope, np.nan)
+        else:
+            slope, level = self._peak_line(ts, value)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = directed(100.0 * slope / np.abs(level), self.direction)
-        if ts.size:
-            self.sums = _recentred(sums[:, -1], float(x[-1]))
-            self.t_prev = float(ts[-1])
         due = self._time_to_target(slope, level)
         anomalous = score >= self.threshold if self.horizon_s is None else due <= self.horizon_s
         return TrendVerdict(
@@ -108,7 +131,85 @@ class TrendSlope(Detector):
             slope_per_h=slope,
             level=level,
             time_to_target_s=due,
+            predicted_ts=ts + due,
         )
+
+    def _line(self, ts: Floats, value: Floats) -> tuple[Floats, Floats]:
+        """Add points to the weighted line; its slope and level at each point's own time."""
+        origin = self.t_prev
+        gaps = np.diff(np.concatenate([[origin], ts])) if ts.size else ts
+        x = (ts - origin) / HOUR_S
+        rows = np.vstack([np.ones_like(x), x, x * x, value, x * value])
+        sums = decayed_cumsum(rows, -self._rate * gaps, self.sums)
+        slope, level = _fit(sums, x)
+        if ts.size:
+            self.sums = _recentred(sums[:, -1], float(x[-1]))
+            self.t_prev = float(ts[-1])
+        return slope, level
+
+    def _peak_line(self, ts: Floats, value: Floats) -> tuple[Floats, Floats]:
+        """The line through the peaks, as each sample knows it: the last peak closed by then
+        (warmed up, with no long gap since), extended to the sample's own time."""
+        assert self.peak_s is not None
+        last = self.stretch[4] if ts.size and not np.isnan(self.stretch[4]) else self.t_prev
+        since = self._stretches(ts, np.diff(np.concatenate([[last], ts])) if ts.size else ts)
+        found = peaks(ts, value, self.peak_s, self.direction == "up", self.stretch[:4])
+        slope, level = self._peak_fit(found.ts, found.value)
+        warm = found.ts - since[found.known_at] >= self.warmup_s
+        at = np.concatenate([self.fit[:1], found.ts])
+        slopes = np.concatenate([self.fit[1:2], np.where(warm, slope, np.nan)])
+        levels = np.concatenate([self.fit[2:], level])
+        known = np.searchsorted(found.known_at, np.arange(ts.size), side="right")
+        if ts.size:
+            self.stretch = np.r_[found.still_open, ts[-1]]
+            self.fit = np.array([at[-1], slopes[-1], levels[-1]])
+        gap_since = since > at[known]  # a long gap after that peak: warming up again
+        sample_slope = np.where(gap_since, np.nan, slopes[known])
+        return sample_slope, levels[known] + slopes[known] * (ts - at[known]) / HOUR_S
+
+    def _peak_fit(self, ts: Floats, value: Floats) -> tuple[Floats, Floats]:
+        """Add peaks to the line, one at a time, leaving out a peak far off it: a lone peak
+        over it (under it, direction down) is a glitch or a brief high (memory held for
+        seconds), and peaks under it for up to ``pause_s`` are a pause (an evaluation that
+        cools a GPU for two minutes). Far is 3 robust deviations of the peaks about the line
+        (their median absolute deviation, tracked as in ``Plateau``). Peaks far over it that
+        last longer are taken: the climb is real. A left-out peak is judged by the line before
+        it. Peaks under it that last longer (the level moved for good), and a peak that rose
+        far less than the line from the last one (a climb that stopped, while the line still
+        catches up with it), start the line again, flat at the peak and with its weight: a
+        line that remembered the climb would go on foretelling it. A loop: one peak a
+        stretch."""
+        assert self.peak_s is not None
+        dev, streak, seen, at, slope, level, peak = self.guard.tolist()
+        sign = 1.0 if self.direction == "up" else -1.0
+        limits = (1.0, math.floor(self.pause_s / self.peak_s))  # over the line, under it
+        alpha = 1.0 - 0.5 ** (self.peak_s * self._rate / math.log(2.0))  # a half-life of peaks
+        slopes, levels = np.empty(ts.size), np.empty(ts.size)
+        for j, (t, v) in enumerate(zip(ts.tolist(), value.tolist(), strict=True)):
+            climb = sign * slope * (t - at) / HOUR_S  # how far the line moves on since the last
+            expected = level + sign * climb
+            off = sign * (v - expected)
+            fence = 3.0 * MAD_SCALE * dev if seen >= _PEAKS_SEEN else math.inf
+            side = 0.0 if abs(off) <= fence else math.copysign(1.0, off)
+            streak = streak + side if streak * side > 0 else side  # signed: peaks off in a row
+            if side and abs(streak) <= limits[side < 0]:
+                slopes[j], levels[j] = slope, expected
+                continue
+            stopped = climb > 0 and sign * (v - peak) < climb - fence  # rose far less than it
+            if side < 0 or stopped:  # the level moved for good, or a climb stopped: the line
+                w, sx, sxx = self.sums[:3]  # starts again flat at the peak, keeping its weight
+                self.sums = np.array([w, sx, sxx, w * v, sx * v])
+                streak = 0.0
+            fitted = self._line(ts[j : j + 1], value[j : j + 1])
+            at, slope, level, peak = t, float(fitted[0][0]), float(fitted[1][0]), v
+            slopes[j], levels[j] = slope, level
+            if math.isfinite(off) and not side:
+                size = abs(off)
+                a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1.0)
+                dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+            seen += 1
+        self.guard = np.array([dev, streak, seen, at, slope, level, peak])
+        return slopes, levels
 
     def _stretches(self, ts: Floats, gaps: Floats) -> Floats:
         """When each sample's stretch of data began: after the last gap longer than the

@@ -85,16 +85,20 @@ class _Binding:
     lifecycle: Lifecycle
     divisor: _AsOf | None = None
 
-    def active(self, ts: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Which samples meet the rule, and what each was judged against (when known)."""
+    def active(
+        self, ts: np.ndarray, value: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Which samples meet the rule, what each was judged against and when a forecast
+        expects its target (each None when the rule has none)."""
         if self.detector is not None:
             verdict = self.detector.update(ts, value)
-            return verdict.anomalous, getattr(verdict, "baseline", None)
+            judged = getattr(verdict, "baseline", None)
+            return verdict.anomalous, judged, getattr(verdict, "predicted_ts", None)
         threshold = self.rule.threshold
         assert isinstance(threshold, Comparison)
         with np.errstate(invalid="ignore"):
             met = np.asarray(_OPS[threshold.op](value, threshold.level)) & np.isfinite(value)
-        return met, np.full(ts.shape[0], threshold.level)
+        return met, np.full(ts.shape[0], threshold.level), None
 
 
 @dataclass(slots=True)
@@ -358,8 +362,8 @@ class Engine:
                 touched[id(group)] = group
                 continue
             shown = value if binding.divisor is None else binding.divisor.divide(ts, value)
-            active, baseline = binding.active(ts, shown)
-            for t in binding.lifecycle.update(ts, active, shown, baseline):
+            active, baseline, predicted = binding.active(ts, shown)
+            for t in binding.lifecycle.update(ts, active, shown, baseline, predicted):
                 alerts.append(_alert(binding.rule, binding.entity, t))
         return alerts
 

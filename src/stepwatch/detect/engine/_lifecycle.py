@@ -31,13 +31,15 @@ class AlertState:
 @dataclass(frozen=True, slots=True)
 class Transition:
     """An alert entered ``state`` at data time ``ts``; ``since`` is when its condition began;
-    ``baseline`` is what the value was judged against (None when the rule has none)."""
+    ``baseline`` is what the value was judged against (None when the rule has none);
+    ``predicted_ts`` when a forecast says its target will be reached (None without one)."""
 
     state: str
     ts: float
     since: float
     value: float
     baseline: float | None = None
+    predicted_ts: float | None = None
 
 
 @dataclass(slots=True)
@@ -53,6 +55,7 @@ class Lifecycle:
     last_true: float = 0.0  # the last time the condition held
     value: float = float("nan")  # the value at the last time the condition held
     baseline: float = float("nan")  # and what it was judged against
+    predicted: float = float("nan")  # and when its forecast said the target would be reached
     _out: list[Transition] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -66,9 +69,10 @@ class Lifecycle:
         active: np.ndarray,
         value: np.ndarray,
         baseline: np.ndarray | None = None,
+        predicted: np.ndarray | None = None,
     ) -> list[Transition]:
         """Feed one batch (ts ascending) of conditions and values (and what each value was
-        judged against); return the transitions."""
+        judged against, and when a forecast expects its target); return the transitions."""
         self._out = []
         if ts.shape[0] == 0:
             return []
@@ -80,29 +84,34 @@ class Lifecycle:
         ends = np.concatenate((changes, [ts.shape[0]]))
         if baseline is None:
             baseline = np.full(ts.shape[0], np.nan)
+        if predicted is None:
+            predicted = np.full(ts.shape[0], np.nan)
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             if active[start]:
-                self._held(ts[start:end], value[start:end], baseline[start:end])
+                part = slice(start, end)
+                self._held(ts[part], value[part], baseline[part], predicted[part])
             else:
                 self._lapsed(float(ts[start]), float(ts[end - 1]))
         return self._out
 
-    def _held(self, ts: np.ndarray, value: np.ndarray, baseline: np.ndarray) -> None:
+    def _held(
+        self, ts: np.ndarray, value: np.ndarray, baseline: np.ndarray, predicted: np.ndarray
+    ) -> None:
         first = float(ts[0])
         if self.state is None or self.state == AlertState.RESOLVED:
             self.held = 0
-            self._enter(AlertState.PENDING, first, first, float(value[0]), float(baseline[0]))
+            self.baseline, self.predicted = float(baseline[0]), float(predicted[0])
+            self._enter(AlertState.PENDING, first, first, float(value[0]))
         counted = self.held + np.arange(1, ts.shape[0] + 1)
         self.held += ts.shape[0]
         if self.state == AlertState.PENDING:
             due = np.flatnonzero(self._due(ts, counted))
             if due.size:
                 i = int(due[0])
-                self._enter(
-                    AlertState.FIRING, float(ts[i]), self.since, float(value[i]), float(baseline[i])
-                )
+                self.baseline, self.predicted = float(baseline[i]), float(predicted[i])
+                self._enter(AlertState.FIRING, float(ts[i]), self.since, float(value[i]))
         self.last_true, self.value = float(ts[-1]), float(value[-1])
-        self.baseline = float(baseline[-1])
+        self.baseline, self.predicted = float(baseline[-1]), float(predicted[-1])
 
     def _due(self, ts: np.ndarray, counted: np.ndarray) -> np.ndarray:
         """Where the condition has held long enough: by time, by count, or by either when both
@@ -121,12 +130,15 @@ class Lifecycle:
         elif self.state == AlertState.FIRING:
             resolve_at = max(first, self.last_true + self.keep_firing_for_s)
             if resolve_at <= last:
-                self._enter(AlertState.RESOLVED, resolve_at, self.since, self.value, self.baseline)
+                self._enter(AlertState.RESOLVED, resolve_at, self.since, self.value)
 
-    def _enter(self, state: str, ts: float, since: float, value: float, baseline: float) -> None:
+    def _enter(self, state: str, ts: float, since: float, value: float) -> None:
+        """Enter ``state``, with the baseline and forecast last recorded (NaN, or a target
+        never reached: none)."""
         self.state, self.since = state, since
-        known = None if math.isnan(baseline) else baseline
-        self._out.append(Transition(state, ts, since, value, known))
+        baseline = None if math.isnan(self.baseline) else self.baseline
+        predicted = self.predicted if math.isfinite(self.predicted) else None
+        self._out.append(Transition(state, ts, since, value, baseline, predicted))
 
     def state_dict(self) -> dict[str, object]:
         return {
@@ -136,6 +148,7 @@ class Lifecycle:
             "last_true": self.last_true,
             "value": self.value,
             "baseline": self.baseline,
+            "predicted": self.predicted,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
@@ -145,3 +158,4 @@ class Lifecycle:
         self.last_true = float(state["last_true"])  # type: ignore[arg-type]
         self.value = float(state["value"])  # type: ignore[arg-type]
         self.baseline = float(state["baseline"])  # type: ignore[arg-type]
+        self.predicted = float(state.get("predicted", math.nan))  # type: ignore[arg-type]

@@ -48,6 +48,7 @@ class LiveAlert:
     silenced: bool = False
     inhibited: bool = False
     reason: str = ""
+    predicted_ts: float | None = None  # when a forecast expects its target to be reached
 
     @classmethod
     def of(cls, alert: Alert) -> LiveAlert:
@@ -67,6 +68,7 @@ class LiveAlert:
             annotations=dict(alert.annotations),
             playbook=rule.playbook,
             baseline=alert.baseline,
+            predicted_ts=alert.predicted_ts,
         )
 
     @property
@@ -104,6 +106,7 @@ class LiveAlert:
             "ts": self.ts,
             "value": self.value,
             "baseline": self.baseline,
+            "predicted_ts": self.predicted_ts,
             "labels": dict(self.labels),
             "annotations": dict(self.annotations),
             "playbook": self.playbook,
@@ -139,4 +142,5 @@ class LiveAlert:
             silenced=bool(d.get("silenced", False)),
             inhibited=bool(d.get("inhibited", False)),
             reason=str(d.get("reason", "")),
+            predicted_ts=None if d.get("predicted_ts") is None else float(d["predicted_ts"]),
         )

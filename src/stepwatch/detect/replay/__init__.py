@@ -6,12 +6,14 @@ from ._replay import replay, to_record
 from ._rule_tests import RuleTestResult, run_rule_tests
 from ._scoring import (
     INCIDENT_GAP_S,
+    PRECURSORS,
     WINDOW_AFTER_S,
     WINDOW_BEFORE_S,
     Incident,
     KindScore,
     Label,
     LabelOutcome,
+    Precursor,
     Scenario,
     Score,
     score,
@@ -24,6 +26,8 @@ __all__ = [
     "KindScore",
     "Label",
     "LabelOutcome",
+    "PRECURSORS",
+    "Precursor",
     "RecordingError",
     "RecordingInfo",
     "RuleTestResult",

@@ -61,5 +61,6 @@ def to_record(alert: Alert) -> AlertRecord:
         since=alert.since,
         value=alert.value,
         baseline=alert.baseline,
+        predicted_ts=alert.predicted_ts,
         summary=alert.annotations.get("summary", ""),
     )

@@ -5,7 +5,9 @@ its entity (or a part of it: a GPU alert names its node, a rank names its node a
 starts within [start - 30 s, end + 120 s]; timely when that first alert is no later than the
 label's deadline. Alerts of one kind and entity less than 600 s apart form one incident, true
 when it matches a label or is one of a label's ``also`` kinds (a secondary symptom) on the same
-node, false otherwise. False incidents on scenarios without faults count per clean hour.
+node, false otherwise. A forecast (``PRECURSORS``) is true when a fault it foretells comes to
+its entity: a label of one of those kinds that starts within the forecast's lead after it (or
+is under way). False incidents on scenarios without faults count per clean hour.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from ..alerts import AlertRecord, read_alerts
 
 __all__ = [
     "INCIDENT_GAP_S",
+    "PRECURSORS",
     "WINDOW_AFTER_S",
     "WINDOW_BEFORE_S",
     "Incident",
     "KindScore",
     "Label",
     "LabelOutcome",
+    "Precursor",
     "Scenario",
     "Score",
     "score",
@@ -39,6 +43,29 @@ WINDOW_AFTER_S = 120.0
 #: Alerts of one kind and entity closer than this are one incident.
 INCIDENT_GAP_S = 600.0
 LABELS_FILE = "labels.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Precursor:
+    """What a forecast kind foretells: the fault kinds it warns of, and how long before one
+    of them a warning still counts (the forecast rule's horizon)."""
+
+    kinds: tuple[str, ...]
+    lead_s: float
+
+
+#: The forecast kinds, each a true early warning of the faults it names, never a false alarm
+#: for coming before them: GPU memory running out shows as gpu_memory_pressure and ends in
+#: log_oom; host memory as host_memory_leak and the kernel OOM killer's line (log_oom); a
+#: disk filling as disk_full and the failed save (log_io_error); heat as gpu_thermal. The one
+#: place scoring (and bench/detect.py, which hands other scorers the faults' kinds only) learns
+#: them; a forecast finds no label of its own, so it adds to no kind's recall.
+PRECURSORS: dict[str, Precursor] = {
+    "forecast_oom": Precursor(("gpu_memory_pressure", "log_oom"), 1800.0),
+    "forecast_host_oom": Precursor(("host_memory_leak", "log_oom"), 1800.0),
+    "forecast_disk_full": Precursor(("disk_full", "log_io_error"), 6 * 3600.0),
+    "forecast_thermal": Precursor(("gpu_thermal",), 1800.0),
+}
 
 Entity = dict[str, str | int]
 
@@ -343,12 +370,17 @@ def _outcome(scenario: Scenario, label: Label, alerts: list[AlertRecord]) -> Lab
 
 
 def _explains(scenario: Scenario, kind: str, where: _Where, ts: float) -> bool:
-    """Whether some label accounts for an alert: its own kind and entity, or a secondary
-    symptom (an ``also`` kind) on the label's node (a run-wide alert is on every node)."""
+    """Whether some label accounts for an alert: its own kind and entity, a secondary symptom
+    (an ``also`` kind) on the label's node (a run-wide alert is on every node), or a forecast
+    of it on its entity."""
+    ahead = PRECURSORS.get(kind)
     for label in scenario.labels:
+        target = _Where.of(label.entity, scenario.gpus_per_node)
+        if ahead is not None and label.kind in ahead.kinds and where.names(target):
+            if label.start - ahead.lead_s <= ts <= label.end + WINDOW_AFTER_S:
+                return True
         if not _in_window(ts, label):
             continue
-        target = _Where.of(label.entity, scenario.gpus_per_node)
         if kind == label.kind and where.names(target):
             return True
         if kind in label.also and (None in (where.node, target.node) or where.node == target.node):

@@ -22,6 +22,8 @@ VARIABLES = {
     "since": "when the condition began (UTC)",
     "kind": "the anomaly kind",
     "severity": "the rule's severity",
+    "predicted": "when a forecast expects its target to be reached (UTC; empty without one)",
+    "eta": 'how long until then, as "~12 min" (empty without a forecast)',
 }
 
 
