@@ -2,8 +2,10 @@
 since its last forecast is forecast again (``stepwatch.predict.forecast_run``) and the answer
 kept in the store, where the runs list and `stepwatch top` read it.
 
-Ingest comes first. The worker runs on a thread of its own at the lowest CPU priority, reads
-a bounded part of each series (``Bounds``: its span in buckets, its last steps whole), so a
+Ingest comes first. The worker runs on a thread of its own at the lowest CPU priority, and the
+forecasts' arithmetic in a process of its own at that priority too (in the collector's process
+it would hold the interpreter's lock that ingest needs, whatever its priority). It reads a
+bounded part of each series (``Bounds``: its span in buckets, its last steps whole), so a
 run costs the same at any length of history; a pass forecasts at most ``max_runs`` runs, the
 stalest first, and starts none after half its interval; a pass is skipped while the store's
 writer is behind. The forecasts persist in the store: a restarted collector shows the last
@@ -13,11 +15,13 @@ ones until its first pass makes new ones.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from .._periodic import Periodic
@@ -47,18 +51,42 @@ def _newest(store: Store, chosen: SeriesInfo) -> float | None:
 
 
 def forecast_bounded(
-    store: Store, run: Run, loss: SeriesInfo, end: float, bounds: Bounds = DEFAULT_BOUNDS
+    store: Store,
+    run: Run,
+    loss: SeriesInfo,
+    end: float,
+    bounds: Bounds = DEFAULT_BOUNDS,
+    compute: Callable[..., dict[str, Any]] = forecast_run,
 ) -> dict[str, Any]:
-    """``forecast_run``'s answer for ``run`` from its ``loss`` series and its rate up to data
-    time ``end``, each read within ``bounds``, and its alerts so far."""
+    """``forecast_run``'s answer (made by ``compute``) for ``run`` from its ``loss`` series and
+    its rate up to data time ``end``, each read within ``bounds``, and its alerts so far."""
     lr = pick_series(store, "train.lr", {"run": run.id})
-    return forecast_run(
+    return compute(
         bounded_series(store, loss, run.start, end, bounds),
         None if lr is None else bounded_series(store, lr, run.start, end, bounds),
         run.planned_total_steps,
         run.config,
         alerts=alert_kinds(store, run.id),
     )
+
+
+class _Arithmetic:
+    """``forecast_run`` in a process of its own at the lowest priority, started on first use
+    (spawned: the collector's threads and open store are not forked)."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1, multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(NICENESS,)
+            )
+        return self._pool.submit(forecast_run, *args, **kwargs).result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
 
 
 class ForecastWorker:
@@ -87,6 +115,7 @@ class ForecastWorker:
         self._store, self._behind, self._bounds = store, behind, bounds
         self._max_runs, self._clock = max_runs, clock
         self._niced: int | None = None  # the thread given the lowest priority
+        self._arithmetic = _Arithmetic()
         self._worker = Periodic(
             self._pass,
             interval_s,
@@ -100,8 +129,9 @@ class ForecastWorker:
         return self
 
     def stop(self) -> None:
-        """End the thread after the forecast under way, if any."""
+        """End the thread after the forecast under way, if any, and the forecasts' process."""
         self._worker.stop()
+        self._arithmetic.close()
 
     def _pass(self) -> None:
         """A pass on the worker's thread, at the lowest priority."""
@@ -138,7 +168,7 @@ class ForecastWorker:
         newest = None if loss is None else _newest(self._store, loss)
         if loss is None or newest is None or (kept is not None and kept.data_ts >= newest):
             return 0
-        answer = forecast_bounded(self._store, run, loss, newest, self._bounds)
+        answer = forecast_bounded(self._store, run, loss, newest, self._bounds, self._arithmetic)
         self._store.forecasts.put(run.id, self._clock(), newest, answer)
         return 1
 
