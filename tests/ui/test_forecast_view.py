@@ -18,8 +18,11 @@ from .conftest import Dashboard
 RUN = "forecast-run"
 #: A second run, given more steps by a test while the page shows it.
 LIVE = "forecast-live"
+#: A run a tenth of the way to its planned end.
+YOUNG = "forecast-young"
 PLANNED = 1000
 SEEN = 400
+YOUNG_SEEN = 100
 #: An evaluation every this many steps, pausing the run ``EVAL_S`` seconds.
 EVAL_EVERY = 100
 EVAL_S = 20.0
@@ -98,13 +101,13 @@ def collector(module_collector_factory: CollectorFactory) -> Collector:
     """A collector forecasting every second, with both runs' first ``SEEN`` steps, returned
     once the runs list has their forecasts."""
     found = module_collector_factory(extra_args=("--forecast-interval", "1"))
-    for run in (RUN, LIVE):
+    for run, seen in ((RUN, SEEN), (LIVE, SEEN), (YOUNG, YOUNG_SEEN)):
         config = {"lr_schedule": SCHEDULE, "num_workers": WORKERS}
         body = {"id": run, "project": "default", "name": run, "start": T0,
                 "planned_total_steps": PLANNED, "config": config}  # fmt: skip
         httpx.post(f"{found.url}/api/v1/runs", json=body, timeout=30).raise_for_status()
-        _send(found, run, range(SEEN))
-    for run in (RUN, LIVE):
+        _send(found, run, range(seen))
+    for run in (RUN, LIVE, YOUNG):
         ready = poll(lambda run=run: _summary(found, run)["success_probability"] is not None)
         assert ready, f"no forecast of {run} in the runs list"
     return found
@@ -170,6 +173,14 @@ def test_the_run_view_shows_the_forecast_goodput_and_advice(
     expect(item).to_contain_text("Add data-loader workers")
     expect(item).to_contain_text("data_wait_pct")
     expect(item).to_contain_text(f"num_workers: {WORKERS} → {WORKERS + 1}")
+
+
+def test_a_young_run_s_cone_leaves_its_data_a_third_of_the_chart(board: Dashboard) -> None:
+    board.open("overview", run=YOUNG)
+    chart = board.chart("train.loss", min_points=10)
+    expect(chart.locator(".u-legend")).to_contain_text("forecast p50 (band p10–p90)")
+    x_end = float(chart.get_attribute("data-x-end") or 0)
+    assert YOUNG_SEEN < x_end <= 3 * YOUNG_SEEN  # not the planned end, 1,000 steps away
 
 
 def test_a_range_zoomed_into_the_past_has_no_cone(board: Dashboard, collector: Collector) -> None:

@@ -57,17 +57,35 @@ function coneX(cone, fc, xMode, lastX) {
   return cone.step.map((s) => lastX + ((s - first) / span) * fc.eta_s);
 }
 
+// How far past the data the cone goes at most, in spans of the data drawn: early in a long
+// run the data keeps a third of the chart, and the cone reaches the planned end from then on.
+const AHEAD_SPANS = 2;
+
+// The cone's points up to ``limit`` on x (its first ones always), or null when fewer than two.
+function within(cone, xs, limit) {
+  const n = xs.filter((x) => x <= limit).length;
+  if (n < 2) return null;
+  const cut = (a) => a.slice(0, n);
+  return { cone: { step: cut(cone.step), p10: cut(cone.p10), p50: cut(cone.p50), p90: cut(cone.p90) }, n };
+}
+
 // Chart data ({x, ts, series}) with the forecast cone added past its last point: the p50 as a
-// dashed line over a p10-p90 band, in the forecast colour, up to the planned last step. The
-// data is returned as it is when there is no cone.
+// dashed line over a p10-p90 band, in the forecast colour, up to the planned last step (or
+// AHEAD_SPANS of the data drawn past it, when the run is young). The data is returned as it is
+// when there is no cone.
 export function withCone(data, fc, xMode) {
-  const cone = fc && fc.loss_cone;
-  if (!cone || !cone.step || !cone.step.length || !data.x.length) return data;
+  const whole = fc && fc.loss_cone;
+  if (!whole || !whole.step || !whole.step.length || !data.x.length) return data;
   const lastX = data.x[data.x.length - 1];
-  const xs = coneX(cone, fc, xMode, lastX);
-  if (!xs) return data;
+  const allXs = coneX(whole, fc, xMode, lastX);
+  if (!allXs) return data;
+  const kept = within(whole, allXs, lastX + AHEAD_SPANS * (lastX - data.x[0]));
+  if (!kept) return data;
+  const cone = kept.cone;
+  const xs = allXs.slice(0, kept.n);
   const lastTs = data.ts[data.ts.length - 1];
-  const ahead = xMode === "step" ? coneX(cone, fc, "time", lastTs) : xs;
+  const timed = xMode === "step" ? coneX(whole, fc, "time", lastTs) : xs;
+  const ahead = timed && timed.slice(0, kept.n);
   const own = { ts: data.ts };
   data.series.forEach((s, i) => {
     own["v" + i] = s.values;
