@@ -10,11 +10,18 @@ import numpy as np
 from fastapi import APIRouter
 
 from ..model import Run
-from ..predict import RunFacts, advise, count_failures, count_restarts, idle_gpu_seconds
-from ..store import AlertQuery, SeriesInfo, Store
+from ..predict import (
+    FATAL_KINDS,
+    RunFacts,
+    advise,
+    count_failures,
+    count_restarts,
+    idle_gpu_seconds,
+)
+from ..store import SeriesInfo, Store
 from ._auth import Reader
 from ._jsonio import JSON, clean
-from ._run_series import pick_series
+from ._run_series import downsample_one, pick_series, run_alerts
 from ._scope import Scope
 
 __all__ = ["advice_router"]
@@ -32,16 +39,10 @@ STEP_POINTS = 2000
 #: Checkpoint writes are read over the latest week, at most this many.
 CKPT_WINDOW_S = 7 * 86400.0
 CKPT_SAMPLES = 1000
-#: The run's latest-changed alerts read.
-ALERTS_READ = 1000
 #: Alert kinds that say the GPU memory ran out or nearly did.
 OOM_KINDS = frozenset({"log_oom", "gpu_memory_pressure"})
 #: Alert kinds that say the network between nodes is slow or failing.
 NETWORK_KINDS = frozenset({"sync_latency", "log_nccl"})
-#: Alert kinds of failures that end a job.
-FAILURE_KINDS = frozenset(
-    {"node_down", "gpu_errors", "log_gpu_error", "log_nccl", "log_oom", "log_io_error"}
-)
 
 
 def _recent_median(store: Store, info: SeriesInfo | None, end: float) -> float | None:
@@ -82,12 +83,9 @@ def _checkpoints(store: Store, run: str, end: float) -> tuple[float | None, floa
 
 def _steps(store: Store, pace: SeriesInfo, start: float, end: float) -> tuple[float | None, int]:
     """When the first step ended (the start of its bucket) and how often the step went back."""
-    labels = dict(pace.key.labels)
-    for info, data in store.downsample_many(
-        pace.key.name, labels, start, end, STEP_POINTS, ("step",)
-    ):
-        if info.id == pace.id and len(stepped := data["ts"][data["step"] >= 0]):
-            return float(stepped[0]), count_restarts(data["step"])
+    data = downsample_one(store, pace, start, end, STEP_POINTS, ("step",))
+    if data is not None and len(stepped := data["ts"][data["step"] >= 0]):
+        return float(stepped[0]), count_restarts(data["step"])
     return None, 0
 
 
@@ -126,8 +124,8 @@ def _facts(store: Store, run: Run) -> RunFacts:
     pace = timed or pick_series(store, "train.loss", of_run)
     first_step, restarts = (None, 0) if pace is None else _steps(store, pace, start, end)
     gpus = _gpus(store, run.id, start, end, first_step)
-    alerts = store.current.alerts(AlertQuery("all", run.id), None, ALERTS_READ).items
-    failed = [a.since if a.since is not None else a.ts for a in alerts if a.kind in FAILURE_KINDS]
+    alerts = run_alerts(store, run.id)
+    failed = [a.since if a.since is not None else a.ts for a in alerts if a.kind in FATAL_KINDS]
     write_s, interval_s = _checkpoints(store, run.id, end)
     node = None if pace is None else pace.key.label("node")
     return RunFacts(

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model import NO_STEP
 from ..predict import Series, rank_order
-from ..store import AlertQuery, SeriesInfo, Store
+from ..store import AlertQuery, AlertRow, SeriesInfo, Store
 
 __all__ = [
     "DEFAULT_BOUNDS",
@@ -19,9 +19,11 @@ __all__ = [
     "Bounds",
     "alert_kinds",
     "bounded_series",
+    "downsample_one",
     "lowest_rank",
     "pick_series",
     "read_whole",
+    "run_alerts",
     "whole_series",
 ]
 
@@ -40,10 +42,24 @@ def lowest_rank(found: Sequence[SeriesInfo]) -> SeriesInfo | None:
     return min(found, key=lambda i: (rank_order(i.key.label("rank")), i.id)) if found else None
 
 
+def run_alerts(store: Store, run: str) -> list[AlertRow]:
+    """The run's alerts so far, the latest-changed ``MAX_ALERTS`` (through the run's index)."""
+    return store.current.alerts(AlertQuery(state="all", run=run), limit=MAX_ALERTS).items
+
+
 def alert_kinds(store: Store, run: str) -> list[str]:
-    """The kinds of the run's alerts so far, one per alert (the newest ``MAX_ALERTS``)."""
-    page = store.current.alerts(AlertQuery(state="all", run=run), limit=MAX_ALERTS)
-    return [a.kind for a in page.items]
+    """The kinds of the run's alerts so far, one per alert (``run_alerts``)."""
+    return [a.kind for a in run_alerts(store, run)]
+
+
+def downsample_one(
+    store: Store, chosen: SeriesInfo, start: float, end: float, points: int, fields: Sequence[str]
+) -> dict[str, np.ndarray] | None:
+    """``Store.downsample_many``'s buckets (``fields``, "step" among them if asked) of this one
+    series over [``start``, ``end``], or None when it has no samples there."""
+    labels = dict(chosen.key.labels)
+    got = store.downsample_many(chosen.key.name, labels, start, end, points, fields)
+    return next((data for info, data in got if info.id == chosen.id), None)
 
 
 def _stepped(data: dict[str, np.ndarray]) -> Series:
@@ -84,17 +100,7 @@ def bounded_series(
     The samples before the tail come without their times (NaN): a bucket's last sample does
     not tell how long the steps before it took, so the ETA, which reads only steps whose time
     is known, paces the run from its tail alone; the loss law fits the whole span."""
-    labels = dict(chosen.key.labels)
-    coarse = next(
-        (
-            data
-            for info, data in store.downsample_many(
-                chosen.key.name, labels, start, end, bounds.buckets, ("last", "step")
-            )
-            if info.id == chosen.id
-        ),
-        None,
-    )
+    coarse = downsample_one(store, chosen, start, end, bounds.buckets, ("last", "step"))
     stepped = None if coarse is None else coarse["step"] != NO_STEP
     if coarse is None or stepped is None or not stepped.any():
         return Series(np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
