@@ -12,9 +12,10 @@ learning rate and time are kept. Then, cutting each run at 20/30/50 % of its pla
 it forecasts from the cut alone and compares with the end:
 
 - final loss (mean training loss over the last 50 planned steps): the forecast with the
-  schedule stated, the forecast with only the learning rate seen, the loss's last EMA, and a
-  power law a + b·step^-c fitted to the loss seen; median relative error of each, and how
-  often the forecasts' p10-p90 holds the truth;
+  schedule stated, the same lent the law of the project's finished runs (here: the other
+  scheduled runs, each run left out of its own), the forecast with only the learning rate
+  seen, the loss's last EMA, and a power law a + b·step^-c fitted to the loss seen; median
+  relative error of each, and how often the forecasts' p10-p90 holds the truth;
 - ETA (time from the cut to the last step): the forecast's, and the naive one (steps left ×
   the recent step time); median relative error, and the p10-p90's coverage;
 - success: besides those runs, ``--pushed`` runs whose warm-up climbs to a rate drawn up to
@@ -47,8 +48,11 @@ from stepwatch.predict import (
     DIVERGED,
     FINAL_WINDOW,
     CurveRisk,
+    FinishedCurve,
     LossLaw,
     LrSchedule,
+    ProjectLaw,
+    fit_project_law,
     forecast_eta,
     forecast_final_loss,
     success_probability,
@@ -151,17 +155,29 @@ class Scores:
             self.held.setdefault(method, []).append(lo <= truth <= hi)
 
 
-def score(runs: list[Recorded], cut: float) -> Scores:
+def project_laws(runs: list[Recorded]) -> list[ProjectLaw | None]:
+    """For each run, the law of the others that made it: its project's finished runs."""
+    curves = [FinishedCurve(r.lr, np.arange(len(r.loss)), r.loss) for r in runs]
+    return [
+        fit_project_law([c for j, (c, r) in enumerate(zip(curves, runs, strict=True))
+                         if j != i and r.made_it])
+        for i in range(len(runs))
+    ]  # fmt: skip
+
+
+def score(runs: list[Recorded], laws: list[ProjectLaw | None], cut: float) -> Scores:
     out = Scores({}, {})
-    for run in (r for r in runs if r.made_it):
+    for run, law in ((r, w) for r, w in zip(runs, laws, strict=True) if r.made_it):
         total = run.schedule.total_steps
         n = int(total * cut)
         steps = np.arange(n)
         stated = forecast_final_loss(steps, run.loss[:n], total, schedule=run.schedule)
+        lent = forecast_final_loss(steps, run.loss[:n], total, schedule=run.schedule, prior=law)
         seen = forecast_final_loss(steps, run.loss[:n], total, lr=(steps, run.lr[:n]))
         eta = forecast_eta(steps, run.ts[:n], total)
-        assert stated is not None and seen is not None and eta is not None
+        assert stated is not None and lent is not None and seen is not None and eta is not None
         out.add("loss: schedule stated", stated.p50, run.final, stated.p10, stated.p90)
+        out.add("loss: + project's runs", lent.p50, run.final, lent.p10, lent.p90)
         out.add("loss: rate seen only", seen.p50, run.final, seen.p10, seen.p90)
         out.add("loss: last EMA", _ema(run.loss[:n]), run.final)
         out.add("loss: power law in steps", _power_law(steps, run.loss[:n], total), run.final)
@@ -251,9 +267,10 @@ def main() -> None:
     if args.fit:
         fit(runs)
         return
+    scheduled = runs[: args.runs]  # the pushed runs are there for the success figures
+    laws = project_laws(scheduled)
     for cut in CUTS:
-        scheduled = runs[: args.runs]  # the pushed runs are there for the success figures
-        scores = score(scheduled, cut)
+        scores = score(scheduled, laws, cut)
         print(f"\nfrom {cut:.0%} of each scheduled run ({len(scheduled)} runs)")
         print(f"{'method':<28} {'median rel. error':>18} {'p10-p90 holds truth':>20}")
         for method, errors in scores.errors.items():

@@ -9,7 +9,8 @@ from stepwatch.predict import Series, forecast_run
 
 FIELDS = {"at_step", "planned_total_steps", "schedule", "schedule_error", "eta_s", "eta_s_p10",
           "eta_s_p90", "naive_eta_s", "step_s", "final_loss_p10", "final_loss_p50",
-          "final_loss_p90", "basis", "loss_cone", "success_probability"}  # fmt: skip
+          "final_loss_p90", "basis", "loss_cone", "success_probability",
+          "project_runs"}  # fmt: skip
 
 
 def _loss(n: int) -> Series:
@@ -21,7 +22,7 @@ def test_every_field_is_there_and_null_without_a_loss_or_a_plan() -> None:
     for loss, planned in [(None, 1000), (_loss(100), None), (_loss(5), 1000)]:
         got = forecast_run(loss, None, planned, {})
         assert set(got) == FIELDS
-        assert got["eta_s"] is None and got["final_loss_p50"] is None
+        assert got["eta_s"] is None and got["final_loss_p50"] is None and got["project_runs"] == 0
 
 
 def test_a_schedule_that_is_no_mapping_is_said_and_the_loss_still_forecast() -> None:

@@ -36,10 +36,10 @@ def _send(
     client: httpx.Client, run: str, status: str = "running", seen: int = SEEN, first: int = 0
 ) -> None:
     """The run, its loss and rate at steps ``first`` to ``seen`` - 1, as its rank 0 logs them
-    (in one batch, the next of the run's source)."""
-    doc = {"id": run, "project": "p", "planned_total_steps": TOTAL, "start": T0, "status": status}
-    assert client.post("/api/v1/runs", json=doc).is_success
+    (in one batch, the next of the run's source); then its end, unless ``running``."""
     ts, every = _times(seen), np.arange(seen)
+    doc = {"id": run, "project": "p", "planned_total_steps": TOTAL, "start": T0}
+    assert client.post("/api/v1/runs", json=doc).is_success
     loss = 2.0 + 3.0 * (every + 10.0) ** -0.3 + np.random.default_rng(4).normal(0, 0.01, seen)
     labels = {"run": run, "rank": "0"}
     samples = [
@@ -50,6 +50,9 @@ def _send(
     batch = {"source": run, "seq": 1 + first, "samples": samples}
     sent = client.post("/api/v1/ingest", json=batch)
     assert sent.is_success, sent.text
+    if status != "running":
+        ended = {"status": status, "end": float(ts[-1])}
+        assert client.post(f"/api/v1/runs/{run}/finish", json=ended).is_success
 
 
 def _summary(client: httpx.Client, run: str) -> dict[str, Any]:
@@ -114,6 +117,25 @@ def test_the_forecasts_outlive_a_restart_and_follow_new_steps(live_factory: Live
             time.sleep(0.1)
         after = _summary(client, "r1")
     assert after["eta_s"] < before["eta_s"] - 200  # 600 steps nearer the end
+
+
+def test_a_project_s_finished_runs_lend_their_law_to_its_running_one(
+    live_factory: LiveFactory, tmp_path: Path
+) -> None:
+    server = live_factory(store="s.duckdb", forecast_interval_s=0.2)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        _send(client, "a", status="finished", seen=TOTAL)
+        _send(client, "b", status="finished", seen=TOTAL)
+        _send(client, "short", status="finished", seen=SEEN)  # ended before its plan: not lent
+        _send(client, "r1", seen=900)
+        row = _forecast_kept(client, "r1")
+        asked = client.get("/api/v1/runs/r1/forecast").json()
+    server.stop()
+    with Store(tmp_path / "s.duckdb") as store:
+        law, kept = store.forecasts.law("p"), store.forecasts.get("r1")
+    assert law is not None and law.data["runs"] == 2 and law.newest_end == _times(TOTAL)[-1]
+    assert kept is not None and kept.data["project_runs"] == 2 == asked["project_runs"]
+    assert row["final_loss_p50"] == pytest.approx(asked["final_loss_p50"])
 
 
 def test_an_option_that_is_not_an_interval_is_refused(live_factory: LiveFactory) -> None:

@@ -1,5 +1,6 @@
 """The forecast kept of each run: a row a run, replaced, kept across a reopen and a migration
-from the version before it; the runs list's ETA is the kept forecast's while it is current."""
+from the version before it; the runs list's ETA is the kept forecast's while it is current.
+The law of each project's finished runs: a row a project, replaced, kept likewise."""
 
 from __future__ import annotations
 
@@ -53,11 +54,15 @@ def test_a_forecast_is_kept_replaced_and_read_back_after_a_reopen(store_path: Pa
     assert r2.eta_s is None and r2.final_loss_p50 is None and r2.final_loss_p90 == 2.1
 
 
+#: The schema steps that made the forecasts table and the project laws' table.
+FORECASTS_STEP, LAWS_STEP = 6, 7
+
+
 def test_a_store_of_the_version_before_gets_the_table_and_keeps_its_data(
     store_path: Path,
 ) -> None:
     with duckdb.connect(str(store_path)) as con:
-        upgrade(con, SCHEMA_VERSION - 1)
+        upgrade(con, FORECASTS_STEP - 1)
         tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert "forecasts" not in tables
     with Store(store_path) as store:
@@ -106,3 +111,22 @@ def test_a_finished_run_has_no_eta_nor_forecast(store: Store) -> None:
     store.finish_run("r1", RunStatus.FINISHED, T0 + 100)
     (s,) = store.run_summaries()
     assert (s.eta_s, s.eta_s_p90, s.final_loss_p50) == (None, None, None)
+
+
+def test_a_project_law_is_kept_replaced_and_survives_a_reopen(store_path: Path) -> None:
+    law = {"l0": 1.0, "a": 2.0, "alpha": 0.3, "c": 0.1, "momentum": 0.995, "runs": 3,
+           "spread": 0.01}  # fmt: skip
+    with duckdb.connect(str(store_path)) as con:
+        upgrade(con, LAWS_STEP - 1)
+    with Store(store_path) as store:
+        assert store.forecasts.law("p") is None
+        store.forecasts.put_law("p", T0 + 5, T0, law)
+        store.forecasts.put_law("p", T0 + 9, T0 + 8, {**law, "runs": 4})
+        store.forecasts.put_law("q", T0 + 9, T0 + 7, law)
+    with Store(store_path) as store:
+        kept = store.forecasts.law("p")
+        assert kept is not None and (kept.made_at, kept.newest_end) == (T0 + 9, T0 + 8)
+        assert kept.data == {**law, "runs": 4}
+        other = store.forecasts.law("q")
+        assert other is not None and other.data == law
+        assert SCHEMA_VERSION >= LAWS_STEP

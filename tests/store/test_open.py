@@ -46,6 +46,7 @@ def test_public_api() -> None:
         "Store",
         "StoreError",
         "StoredForecast",
+        "StoredLaw",
         "TokenRecord",
         "every",
     ]

@@ -15,11 +15,12 @@ from ._advice import (
     young_daly_interval,
 )
 from ._eta import Eta, Pauses, forecast_eta
-from ._final_loss import FINAL_WINDOW, Cone, LossForecast, forecast_final_loss
+from ._final_loss import FINAL_WINDOW, Cone, LossForecast, forecast_final_loss, planned_rates
 from ._goodput import Goodput, goodput
 from ._loss_law import ANNEALING_MOMENTUM, LossLaw, Shape, lr_areas
+from ._project_law import FinishedCurve, ProjectLaw, fit_project_law
 from ._ranks import rank_order
-from ._run_forecast import Series, forecast_run
+from ._run_forecast import Series, finished_curve, forecast_run
 from ._schedule import SCHEDULE_TYPES, LrSchedule, ScheduleError
 from ._success import DIVERGED, FATAL_KINDS, FATAL_SHARE, CurveRisk, success_probability
 
@@ -35,11 +36,13 @@ __all__ = [
     "Cone",
     "CurveRisk",
     "Eta",
+    "FinishedCurve",
     "Goodput",
     "LossForecast",
     "LossLaw",
     "LrSchedule",
     "Pauses",
+    "ProjectLaw",
     "RunFacts",
     "ScheduleError",
     "Series",
@@ -49,12 +52,15 @@ __all__ = [
     "checkpoint_waste",
     "count_failures",
     "count_restarts",
+    "finished_curve",
+    "fit_project_law",
     "forecast_eta",
     "forecast_final_loss",
     "forecast_run",
     "goodput",
     "idle_gpu_seconds",
     "lr_areas",
+    "planned_rates",
     "rank_order",
     "success_probability",
     "young_daly_interval",

@@ -8,6 +8,9 @@ held or brought down to nothing by the end, both taken (a wider interval); witho
 at all, a power law in steps. The interval is that of refits to the curve with its residuals
 resampled in blocks (they run in stretches, not step by step), plus the noise of a mean over
 the final window's steps still to come (those already seen count as they were).
+
+A project whose finished runs share one law (``ProjectLaw``) lends it: the run then needs
+only its own level from its points, not the law's curvature from the first part of a curve.
 """
 
 from __future__ import annotations
@@ -16,18 +19,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._loss_law import LossLaw, Shape, lr_areas
+from ._loss_law import LossLaw, Shape
+from ._points import FINAL_WINDOW, areas, buckets, per_step
+from ._project_law import ProjectLaw, shifted
 from ._resample import resample_blocks
 from ._schedule import LrSchedule
 
-__all__ = ["FINAL_WINDOW", "Cone", "LossForecast", "forecast_final_loss"]
+__all__ = ["FINAL_WINDOW", "Cone", "LossForecast", "forecast_final_loss", "planned_rates"]
 
-#: "Final loss" is the mean training loss over this many last planned steps.
-FINAL_WINDOW = 50
 #: The fewest distinct steps seen before a forecast is made.
 MIN_STEPS = 20
-_BUCKETS = 300
 _DRAWS = 100
+#: The project's law is taken while its root-mean-square misfit to the later half of the run's
+#: points is at most this many times that of the run's own law.
+PRIOR_MISFIT = 1.5
 _BLOCK = 12
 #: Points of the forecast cone between the last step seen and the plan's end.
 CONE_POINTS = 40
@@ -49,6 +54,8 @@ class LossForecast:
     basis: str
     law: LossLaw
     cone: Cone
+    #: The finished runs whose law the forecast took (0: the run's own law).
+    project_runs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,41 +80,89 @@ def forecast_final_loss(
     *,
     schedule: LrSchedule | None = None,
     lr: tuple[np.ndarray, np.ndarray] | None = None,
+    prior: ProjectLaw | None = None,
     rng: np.random.Generator | None = None,
 ) -> LossForecast | None:
     """The forecast from ``loss`` at ``steps`` (``lr``: the rate's (steps, values) seen), or
-    None with fewer than ``MIN_STEPS`` finite steps seen or none left before the plan ends."""
+    None with fewer than ``MIN_STEPS`` finite steps seen or none left before the plan ends.
+    ``prior``: the law of the project's finished runs, taken when it fits this run's points
+    nearly as well as the run's own law does (``PRIOR_MISFIT``)."""
     rng = rng or np.random.default_rng(0)
-    seen_steps, seen_loss = _per_step(steps, loss)
+    seen_steps, seen_loss = per_step(steps, loss)
     total = int(planned_total_steps)
     if len(seen_steps) < MIN_STEPS or total <= FINAL_WINDOW or seen_steps[-1] >= total - 1:
         return None
     paths, basis = _lr_paths(total, schedule, lr)
-    x, y, noise = _buckets(seen_steps, seen_loss)
-    fits = [_areas(path) for path in paths]
-    s1, s2 = fits[0][0][x], fits[0][1][x]
-    shapes = [(shape, weight, LossLaw.fit(s1, s2, y, shape=shape)) for shape, weight in
-              _weighed_shapes(s1, s2, y)]  # fmt: skip
-    window = _Window(total, seen_steps, seen_loss)
+    x, y, noise = buckets(seen_steps, seen_loss)
     ahead = np.unique(np.linspace(seen_steps[-1], total - 1, CONE_POINTS).astype(np.int64))
-    finals: list[float] = []
-    curves: list[np.ndarray] = []
-    for shape, weight, fitted in shapes:
-        residual = y - fitted.loss(s1, s2)
-        for _ in range(max(1, round(_DRAWS * weight))):
-            noisy = fitted.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng)
-            refit = LossLaw.fit(s1, s2, noisy, shape=shape)
-            finals.extend(window.mean(refit, a1, a2) for a1, a2 in fits)
-            curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in fits)
-    spread = noise * np.sqrt(window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
+    seen = _Seen(paths, x, y, _Window(total, seen_steps, seen_loss))
+    drawn = None if prior is None or basis == "steps" else seen.project_draws(prior, ahead, rng)
+    finals, curves, law = drawn or seen.own_draws(ahead, rng)
+    spread = noise * np.sqrt(seen.window.ahead) / FINAL_WINDOW  # of the mean of the steps to come
     draws = np.asarray(finals) + rng.normal(0.0, spread, len(finals))
     paths_ahead = np.asarray(curves)
     if np.all(seen_loss > 0):  # a loss never below 0 will not end there
         draws, paths_ahead = np.maximum(draws, 0.0), np.maximum(paths_ahead, 0.0)
     p10, p50, p90 = np.quantile(draws, [0.1, 0.5, 0.9]).tolist()
     cone = Cone(ahead, *np.quantile(paths_ahead, [0.1, 0.5, 0.9], axis=0))
-    law = shapes[0][2]  # the best weighed
-    return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law, cone)
+    project_runs = prior.runs if drawn is not None and prior is not None else 0
+    return LossForecast(int(seen_steps[-1]), total, p10, p50, p90, basis, law, cone, project_runs)
+
+
+Draws = tuple[list[float], list[np.ndarray], LossLaw]
+
+
+class _Seen:
+    """The points seen (bucketed at ``x``, mean loss ``y``) and the rate's paths to the plan's
+    end (each future's areas, ``fits``: S1 and S2 of every planned step), drawn from."""
+
+    def __init__(
+        self, paths: list[np.ndarray], x: np.ndarray, y: np.ndarray, window: _Window
+    ) -> None:
+        self.paths, self.x, self.y, self.window = paths, x, y, window
+        self.fits = [areas(path) for path in paths]
+        self.s1, self.s2 = self.fits[0][0][x], self.fits[0][1][x]
+
+    def own_draws(self, ahead: np.ndarray, rng: np.random.Generator) -> Draws:
+        """Final losses and curves of refits of the run's own law, its shapes weighed."""
+        s1, s2, y = self.s1, self.s2, self.y
+        shapes = [(shape, weight, LossLaw.fit(s1, s2, y, shape=shape)) for shape, weight in
+                  _weighed_shapes(s1, s2, y)]  # fmt: skip
+        finals: list[float] = []
+        curves: list[np.ndarray] = []
+        for shape, weight, fitted in shapes:
+            residual = y - fitted.loss(s1, s2)
+            for _ in range(max(1, round(_DRAWS * weight))):
+                noisy = fitted.loss(s1, s2) + resample_blocks(residual, _BLOCK, rng)
+                refit = LossLaw.fit(s1, s2, noisy, shape=shape)
+                finals.extend(self.window.mean(refit, a1, a2) for a1, a2 in self.fits)
+                curves.extend(refit.loss(a1[ahead], a2[ahead]) for a1, a2 in self.fits)
+        return finals, curves, shapes[0][2]  # the best weighed
+
+    def project_draws(
+        self, prior: ProjectLaw, ahead: np.ndarray, rng: np.random.Generator
+    ) -> Draws | None:
+        """Final losses and curves of the project's law at the run's own level (that level's
+        uncertainty by the bootstrap, the law's by its spread, growing to the plan's end); None
+        where the law misfits the run's points."""
+        fits = [areas(path, prior.momentum) for path in self.paths]
+        s1, s2, y = fits[0][0][self.x], fits[0][1][self.x], self.y
+        level = shifted(prior.law, s1, s2, y)
+        late = slice(len(y) // 2, None)  # where the level is taken and the early transient over
+        misfit = float(np.mean((level.loss(s1, s2) - y)[late] ** 2))
+        best = float(np.mean((LossLaw.fit(s1, s2, y).loss(s1, s2) - y)[late] ** 2))
+        if misfit > PRIOR_MISFIT**2 * best:
+            return None
+        residual, fitted = y - level.loss(s1, s2), level.loss(s1, s2)
+        reach = (ahead - ahead[0]) / max(1, ahead[-1] - ahead[0])  # 0 now, 1 at the plan's end
+        finals: list[float] = []
+        curves: list[np.ndarray] = []
+        for _ in range(_DRAWS):
+            law = shifted(level, s1, s2, fitted + resample_blocks(residual, _BLOCK, rng))
+            off = rng.normal(0.0, prior.spread)
+            finals.extend(self.window.mean(law, a1, a2) * (1 + off) for a1, a2 in fits)
+            curves.extend(law.loss(a1[ahead], a2[ahead]) * (1 + off * reach) for a1, a2 in fits)
+        return finals, curves, level
 
 
 class _Window:
@@ -126,13 +181,13 @@ class _Window:
         return (self._seen_sum + float(ahead)) / FINAL_WINDOW
 
 
-def _per_step(steps: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct steps in order, each with its mean finite loss."""
-    s, v = np.asarray(steps, np.int64), np.asarray(loss, np.float64)
-    keep = np.isfinite(v) & (s >= 0)
-    uniq, inverse = np.unique(s[keep], return_inverse=True)
-    sums = np.bincount(inverse, weights=v[keep], minlength=len(uniq))
-    return uniq, sums / np.bincount(inverse, minlength=len(uniq))
+def planned_rates(
+    total: int, schedule: LrSchedule | None, lr: tuple[np.ndarray, np.ndarray] | None
+) -> np.ndarray | None:
+    """Every planned step's learning rate as far as known (the rate last seen held after
+    it), or None where no rate is known: a finished run's, for its project's law."""
+    paths, basis = _lr_paths(total, schedule, lr)
+    return None if basis == "steps" else paths[0]
 
 
 def _lr_paths(
@@ -172,27 +227,3 @@ def _weighed_shapes(s1: np.ndarray, s2: np.ndarray, y: np.ndarray) -> list[tuple
     weight = 1.0 / np.maximum(np.asarray(errors), 1e-18) ** 2
     order = np.argsort(-weight, kind="stable")
     return [(shapes[i], float(weight[i] / weight.sum())) for i in order]
-
-
-def _areas(path: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """S1 and S2 of a path, S1 kept above 0 (a rate of 0 at the first steps of a warm-up)."""
-    s1, s2 = lr_areas(path)
-    floor = max(float(np.max(s1)) * 1e-9, 1e-12)
-    return np.maximum(s1, floor), s2
-
-
-def _buckets(steps: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Up to ``_BUCKETS`` points over the seen steps past their first tenth: the middle step
-    and mean loss of each; and the loss's step-to-step noise about those means."""
-    start = steps[0] + (steps[-1] - steps[0]) // 10
-    s, v = steps[steps >= start], loss[steps >= start]
-    edges = np.linspace(s[0], s[-1] + 1, min(_BUCKETS, len(s)) + 1)
-    index = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, len(edges) - 2)
-    count = np.bincount(index, minlength=len(edges) - 1)
-    used = count > 0
-    mean = np.bincount(index, weights=v, minlength=len(edges) - 1)[used] / count[used]
-    middle = (np.bincount(index, weights=s, minlength=len(edges) - 1)[used] / count[used]).astype(
-        np.int64
-    )
-    noise = float(np.std(v - mean[np.cumsum(used)[index] - 1])) if len(v) > 1 else 0.0
-    return middle, mean, noise

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 
 from ._eta import forecast_eta
-from ._final_loss import forecast_final_loss
+from ._final_loss import forecast_final_loss, planned_rates
+from ._project_law import FinishedCurve, ProjectLaw
 from ._schedule import LrSchedule, ScheduleError
 from ._success import CurveRisk, success_probability
 
-__all__ = ["Series", "forecast_run"]
+__all__ = ["Series", "finished_curve", "forecast_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +34,12 @@ def forecast_run(
     config: Mapping[str, Any],
     *,
     alerts: Sequence[str] = (),
+    prior: ProjectLaw | None = None,
 ) -> dict[str, Any]:
     """The forecast's fields (None where there is too little to tell, no loss or no plan); a
     schedule the config states wrongly is said in ``schedule_error`` and the rate seen used
-    instead. ``alerts``: the kinds of the run's alerts so far, one per incident."""
+    instead. ``alerts``: the kinds of the run's alerts so far, one per incident; ``prior``: the
+    law of the project's finished runs (``project_runs`` says how many, 0 where not taken)."""
     schedule, error = _schedule(config)
     out: dict[str, Any] = {
         "at_step": int(loss.step.max()) if loss is not None and len(loss.step) else None,
@@ -45,6 +48,7 @@ def forecast_run(
         "schedule_error": error,
         **dict.fromkeys(("eta_s", "eta_s_p10", "eta_s_p90", "naive_eta_s", "step_s")),
         **dict.fromkeys(("final_loss_p10", "final_loss_p50", "final_loss_p90", "basis")),
+        "project_runs": 0,
         **dict.fromkeys(("loss_cone", "success_probability")),
     }
     if loss is None or not planned_total_steps:
@@ -55,17 +59,28 @@ def forecast_run(
                 "naive_eta_s": eta.naive_s, "step_s": eta.step_s}  # fmt: skip
     seen = None if lr is None else (lr.step, lr.value)
     final = forecast_final_loss(
-        loss.step, loss.value, planned_total_steps, schedule=schedule, lr=seen
+        loss.step, loss.value, planned_total_steps, schedule=schedule, lr=seen, prior=prior
     )
     if final is not None:
         out |= {"final_loss_p10": final.p10, "final_loss_p50": final.p50,
                 "final_loss_p90": final.p90, "basis": final.basis,
-                "loss_cone": final.cone.as_dict()}  # fmt: skip
+                "loss_cone": final.cone.as_dict(), "project_runs": final.project_runs}  # fmt: skip
     risk = _curve_risk(loss, lr, schedule, planned_total_steps)
     timed = loss.ts[np.isfinite(loss.ts)]  # a bounded read leaves older samples untimed
     elapsed = float(timed.max() - timed.min()) if len(timed) else 0.0
     out["success_probability"] = success_probability(risk, alerts, elapsed, out["eta_s"])
     return out
+
+
+def finished_curve(
+    loss: Series, lr: Series | None, planned_total_steps: int, config: Mapping[str, Any]
+) -> FinishedCurve | None:
+    """A run that ended, as its project's law reads it: its loss and every planned step's
+    rate (the stated schedule's, else the rate seen); None where no rate is known."""
+    schedule, _ = _schedule(config)
+    seen = None if lr is None else (lr.step, lr.value)
+    rates = planned_rates(planned_total_steps, schedule, seen)
+    return None if rates is None else FinishedCurve(rates, loss.step, loss.value)
 
 
 def _curve_risk(

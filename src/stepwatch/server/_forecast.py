@@ -14,6 +14,7 @@ from ..predict import Series, forecast_run, goodput
 from ..store import SeriesInfo, Store
 from ._auth import Reader
 from ._jsonio import JSON, clean
+from ._project_laws import kept_law
 from ._run_series import alert_kinds, lowest_rank, read_whole, whole_series
 from ._scope import Scope
 
@@ -72,7 +73,10 @@ def forecast_router(scope: Scope) -> APIRouter:
         loss = whole_series(store, "train.loss", of_run)
         lr = whole_series(store, "train.lr", of_run)
         kinds = alert_kinds(store, run.id)
-        answer = forecast_run(loss, lr, run.planned_total_steps, run.config, alerts=kinds)
+        answer = forecast_run(
+            loss, lr, run.planned_total_steps, run.config, alerts=kinds,
+            prior=kept_law(scope.store, run.project),
+        )  # fmt: skip
         evals = _evaluations(store, run.id)
         spent = None if loss is None else _goodput(store, run.start, loss, of_run, evals)
         by_node = _by_node(store, run, evals)

@@ -26,8 +26,9 @@ from typing import Any
 
 from .._periodic import Periodic
 from ..model import Run, RunStatus
-from ..predict import forecast_run
+from ..predict import FinishedCurve, ProjectLaw, fit_project_law, forecast_run
 from ..store import SeriesInfo, Store, StoredForecast
+from ._project_laws import refit_law
 from ._run_series import DEFAULT_BOUNDS, Bounds, alert_kinds, bounded_series, pick_series
 
 __all__ = ["DEFAULT_FORECAST_INTERVAL_S", "ForecastWorker", "forecast_bounded"]
@@ -57,9 +58,11 @@ def forecast_bounded(
     end: float,
     bounds: Bounds = DEFAULT_BOUNDS,
     compute: Callable[..., dict[str, Any]] = forecast_run,
+    prior: ProjectLaw | None = None,
 ) -> dict[str, Any]:
     """``forecast_run``'s answer (made by ``compute``) for ``run`` from its ``loss`` series and
-    its rate up to data time ``end``, each read within ``bounds``, and its alerts so far."""
+    its rate up to data time ``end``, each read within ``bounds``, its alerts so far and its
+    project's law (``prior``)."""
     lr = pick_series(store, "train.lr", {"run": run.id})
     return compute(
         bounded_series(store, loss, run.start, end, bounds),
@@ -67,22 +70,32 @@ def forecast_bounded(
         run.planned_total_steps,
         run.config,
         alerts=alert_kinds(store, run.id),
+        prior=prior,
     )
 
 
 class _Arithmetic:
-    """``forecast_run`` in a process of its own at the lowest priority, started on first use
-    (spawned: the collector's threads and open store are not forked)."""
+    """Forecasts and laws (``forecast_run``, ``fit_project_law``) made in a process of its own
+    at the lowest priority, started on first use (spawned: the collector's threads and open
+    store are not forked)."""
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """``forecast_run``'s answer."""
+        return self._pool_of().submit(forecast_run, *args, **kwargs).result()
+
+    def fit(self, curves: list[FinishedCurve]) -> ProjectLaw | None:
+        """``fit_project_law``'s answer."""
+        return self._pool_of().submit(fit_project_law, curves).result()
+
+    def _pool_of(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 1, multiprocessing.get_context("spawn"), initializer=os.nice, initargs=(NICENESS,)
             )
-        return self._pool.submit(forecast_run, *args, **kwargs).result()
+        return self._pool
 
     def close(self) -> None:
         if self._pool is not None:
@@ -146,10 +159,11 @@ class ForecastWorker:
         began = time.monotonic()
         budget = self._worker.interval_s * PASS_SHARE
         done = 0
+        laws: dict[str, ProjectLaw | None] = {}
         for run, kept in self._due()[: self._max_runs]:
             if self._worker.stopping or time.monotonic() - began > budget:
                 break
-            done += self._forecast(run, kept)
+            done += self._forecast(run, kept, laws)
         return done
 
     def _due(self) -> list[tuple[Run, StoredForecast | None]]:
@@ -162,13 +176,22 @@ class ForecastWorker:
         due = [(r, kept.get(r.id)) for r in running]
         return sorted(due, key=lambda d: -1.0 if d[1] is None else d[1].made_at)
 
-    def _forecast(self, run: Run, kept: StoredForecast | None) -> int:
-        """Forecast ``run`` if it logged new loss samples since ``kept`` was made; 1 if so."""
+    def _forecast(
+        self, run: Run, kept: StoredForecast | None, laws: dict[str, ProjectLaw | None]
+    ) -> int:
+        """Forecast ``run`` if it logged new loss samples since ``kept`` was made; 1 if so.
+        ``laws``: the projects' laws this pass, each refitted if due at its first run."""
         loss = pick_series(self._store, "train.loss", {"run": run.id})
         newest = None if loss is None else _newest(self._store, loss)
         if loss is None or newest is None or (kept is not None and kept.data_ts >= newest):
             return 0
-        answer = forecast_bounded(self._store, run, loss, newest, self._bounds, self._arithmetic)
+        if run.project not in laws:
+            laws[run.project] = refit_law(
+                self._store, run.project, self._bounds, self._clock(), self._arithmetic.fit
+            )
+        answer = forecast_bounded(
+            self._store, run, loss, newest, self._bounds, self._arithmetic, laws[run.project]
+        )
         self._store.forecasts.put(run.id, self._clock(), newest, answer)
         return 1
 

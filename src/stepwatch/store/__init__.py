@@ -6,7 +6,7 @@ from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
 from ._checkpoints import Checkpoint, Position
 from ._errors import StoreError
-from ._forecasts import Forecasts, StoredForecast
+from ._forecasts import Forecasts, StoredForecast, StoredLaw
 from ._paging import Page, every
 from ._plan import Kept
 from ._prune import Pruned
@@ -44,6 +44,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredForecast",
+    "StoredLaw",
     "TokenRecord",
     "every",
 ]

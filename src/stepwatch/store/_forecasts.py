@@ -1,6 +1,7 @@
 """The forecast kept of each run: one row per run, replaced by each new forecast the collector
 makes of it, so the runs list reads a forecast rather than computing one, and a restarted
-collector has them before its first pass."""
+collector has them before its first pass. Beside them, the loss law of each project's
+finished runs, one row a project, refitted when a run of it ends."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-__all__ = ["Forecasts", "StoredForecast"]
+__all__ = ["Forecasts", "StoredForecast", "StoredLaw"]
 
 Txn = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
@@ -33,6 +34,10 @@ FIGURES = (
 DDL = f"""CREATE TABLE forecasts (
     run VARCHAR PRIMARY KEY, made_at DOUBLE NOT NULL, data_ts DOUBLE NOT NULL, at_step BIGINT,
     planned_total_steps BIGINT, {", ".join(f"{f} DOUBLE" for f in FIGURES)},
+    data VARCHAR NOT NULL)"""
+#: Step 7 of the schema.
+LAWS_DDL = """CREATE TABLE project_laws (
+    project VARCHAR PRIMARY KEY, made_at DOUBLE NOT NULL, newest_end DOUBLE NOT NULL,
     data VARCHAR NOT NULL)"""
 _COLUMNS = f"run, made_at, data_ts, at_step, planned_total_steps, {', '.join(FIGURES)}, data"
 
@@ -65,6 +70,17 @@ class StoredForecast:
             run, made_at, data_ts, at_step, planned, eta, eta_p10, eta_p90,
             loss_p10, loss_p50, loss_p90, success, json.loads(data),
         )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLaw:
+    """A project's loss law as kept: fitted at wall time ``made_at`` on its finished runs, the
+    newest of which ended at ``newest_end``; ``data``: the law's numbers (``ProjectLaw``'s)."""
+
+    project: str
+    made_at: float
+    newest_end: float
+    data: dict[str, Any]
 
 
 def _figure(answer: Mapping[str, Any], name: str) -> float | None:
@@ -112,3 +128,20 @@ class Forecasts:
         """The forecasts kept of ``runs`` (those that have one)."""
         with self._txn() as cur:
             return of_runs(cur, runs)
+
+    def put_law(
+        self, project: str, made_at: float, newest_end: float, law: Mapping[str, Any]
+    ) -> None:
+        """Keep ``law`` as the project's, replacing any."""
+        row = [project, float(made_at), float(newest_end), json.dumps(dict(law), sort_keys=True)]
+        with self._lock, self._txn() as cur:
+            cur.execute("INSERT OR REPLACE INTO project_laws VALUES (?, ?, ?, ?)", row)
+
+    def law(self, project: str) -> StoredLaw | None:
+        """The project's law, or None when none was fitted."""
+        with self._txn() as cur:
+            row = cur.execute(
+                "SELECT project, made_at, newest_end, data FROM project_laws WHERE project = ?",
+                [project],
+            ).fetchone()
+        return None if row is None else StoredLaw(row[0], row[1], row[2], json.loads(row[3]))

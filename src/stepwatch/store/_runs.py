@@ -50,14 +50,16 @@ def list_runs(
     status: str | None,
     run: str | None = None,
     projects: Collection[str] | None = None,
+    limit: int | None = None,
 ) -> list[Run]:
-    """Runs of a project and/or status (one run; only of ``projects``), newest start first."""
+    """Runs of a project and/or status (one run; only of ``projects``), newest start first
+    (the first ``limit`` of them)."""
     among = None if projects is None else sorted(projects)
     rows = cur.execute(
         f"""SELECT {_RUN_COLUMNS} FROM runs
         WHERE (? IS NULL OR project = ?) AND (? IS NULL OR status = ?) AND (? IS NULL OR id = ?)
           AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], project))
-        ORDER BY start DESC, id""",
+        ORDER BY start DESC, id{"" if limit is None else f" LIMIT {int(limit)}"}""",
         [project, project, status, status, run, run, among, among],
     ).fetchall()
     return [_run(r) for r in rows]

@@ -122,8 +122,13 @@ def _v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_forecasts.DDL)
 
 
+def _v7(con: duckdb.DuckDBPyConnection) -> None:
+    """The loss law of each project's finished runs, one row a project: forecasts read it."""
+    con.execute(_forecasts.LAWS_DDL)
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)

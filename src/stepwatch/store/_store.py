@@ -300,10 +300,12 @@ class Store(SeriesQueries):
         with self._txn() as cur:
             return _runs.get_run(cur, run_id)
 
-    def list_runs(self, project: str | None = None, status: str | None = None) -> list[Run]:
-        """Runs, newest first, optionally of one project and/or status."""
+    def list_runs(
+        self, project: str | None = None, status: str | None = None, limit: int | None = None
+    ) -> list[Run]:
+        """Runs, newest first, optionally of one project and/or status (the first ``limit``)."""
         with self._txn() as cur:
-            return _runs.list_runs(cur, project, status)
+            return _runs.list_runs(cur, project, status, limit=limit)
 
     def finish_run(self, run_id: str, status: str, end: float | None = None) -> Run:
         """Set a run's final status and end time (now by default); KeyError if unknown."""
