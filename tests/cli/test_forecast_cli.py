@@ -239,3 +239,19 @@ def test_without_json_a_table_reads_a_row_a_run(tmp_path: Path) -> None:
     rows = [line for line in result.output.splitlines() if "law-run" in line]
     assert len(rows) == 2 and "480 of 1,200" in rows[0] and "no planned total" in rows[1]
     assert "m " in rows[0].split("480 of 1,200")[1]  # an ETA of minutes
+
+
+def test_finished_runs_given_as_priors_lend_their_law(tmp_path: Path) -> None:
+    cut = _recorded(tmp_path / "cut")
+    done = [_recorded(tmp_path / name) for name in ("a", "b")]
+    short = _recorded(tmp_path / "short", upto=PLANNED // 2)  # ended before its plan
+    code, (alone,), _ = _forecast(str(cut), "--at", "25%")
+    assert code == 0 and alone["project_runs"] == 0
+    code, (lent,), _ = _forecast(str(cut), "--at", "25%", "--prior", str(done[0]),
+                                 "--prior", str(done[1]), "--prior", str(short))  # fmt: skip
+    assert code == 0 and lent["project_runs"] == 2
+    assert abs(lent["final_loss_p50"] / FINAL - 1) < 0.01
+    assert lent["final_loss_p10"] <= FINAL <= lent["final_loss_p90"]
+    code, (one,), _ = _forecast(str(cut), "--at", "25%", "--prior", str(done[0]),
+                                "--prior", str(short))  # fmt: skip
+    assert code == 0 and one["project_runs"] == 0  # one finished run makes no law

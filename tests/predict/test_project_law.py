@@ -46,7 +46,7 @@ def _finished(seed: int) -> list[FinishedCurve]:
 
 def test_the_project_s_law_foretells_a_new_run_better_than_its_own_fifth_does() -> None:
     prior = fit_project_law(_finished(seed=10))
-    assert prior is not None and prior.runs == 5 and 0 < prior.spread < 0.02
+    assert prior is not None and prior.runs == 5 and 0 < prior.spread(0.2) < 0.02
     schedule, loss, truth = _curve("cosine", 3000, seed=99, level=0.05)
     seen = np.arange(600)
     lent = forecast_final_loss(seen, loss[:600], 3000, schedule=schedule, prior=prior)

@@ -60,17 +60,32 @@ def _refused() -> Iterator[None]:
     help="Forecast as of an earlier point, from the data up to it alone: a share of the "
     "planned steps (30%, 0.3) or a step (1200). Default: the last sample.",
 )
+@click.option(
+    "--prior",
+    "priors",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A finished run of the same project (scenario folder or Parquet export; repeat it): "
+    "the law of two or more lends the forecasts its shape (project_runs says so).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a run, a line each.")
-def forecast(paths: tuple[Path, ...], run_id: str | None, at: At | None, as_json: bool) -> None:
+def forecast(
+    paths: tuple[Path, ...],
+    run_id: str | None,
+    at: At | None,
+    priors: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Forecast recorded PATHS (scenario folders, Parquet exports, a store file with --run):
     ETA to the planned last step, final loss (mean of the last 50 planned steps) with its
     p10-p90, and the probability of success given the alerts the built-in rules raise."""
     from ..detect import builtin_rules
-    from ._recorded_forecast import forecast_recorded
+    from ._recorded_forecast import forecast_recorded, project_law
 
     rules = builtin_rules()
     with _clear_errors(), _refused():  # every run first: a mistake in one prints nothing
-        answers = [forecast_recorded(p, rules, run=run_id, at=at) for p in paths]
+        law = project_law(priors) if priors else None
+        answers = [forecast_recorded(p, rules, run=run_id, at=at, prior=law) for p in paths]
     if as_json:
         for answer in answers:
             click.echo(json.dumps(answer, allow_nan=False))  # as the API: never a bare NaN

@@ -22,10 +22,18 @@ from ..detect import (
     replay,
 )
 from ..model import NO_STEP, SampleBatch
-from ..predict import Series, forecast_run, rank_order
+from ..predict import ProjectLaw, Series, finished_curve, fit_project_law, forecast_run, rank_order
 from ..store import Store
 
-__all__ = ["At", "BadCut", "Plan", "forecast_recorded", "incident_kinds", "read_plan"]
+__all__ = [
+    "At",
+    "BadCut",
+    "Plan",
+    "forecast_recorded",
+    "incident_kinds",
+    "project_law",
+    "read_plan",
+]
 
 LOSS, LR = "train.loss", "train.lr"
 #: The run's metadata a recorded run folder may carry: ``{"config": {...}}``, as the SDK
@@ -195,12 +203,31 @@ def incident_kinds(alerts: Iterable[Alert]) -> list[str]:
     return kinds
 
 
+def project_law(paths: Iterable[Path]) -> ProjectLaw | None:
+    """The law of the recorded runs at ``paths`` that reached their planned last step with a
+    known rate (stated or seen); None with fewer than two such runs."""
+    curves = []
+    for path in paths:
+        plan = read_plan(path, None)
+        loss, lr, _ = _read_series(path, None)
+        if loss is not None and plan.planned_total_steps:
+            curve = finished_curve(loss, lr, plan.planned_total_steps, plan.config)
+            curves.extend([] if curve is None else [curve])
+    return fit_project_law(curves)
+
+
 def forecast_recorded(
-    path: Path, rules: RuleSet, *, run: str | None = None, at: At | None = None
+    path: Path,
+    rules: RuleSet,
+    *,
+    run: str | None = None,
+    at: At | None = None,
+    prior: ProjectLaw | None = None,
 ) -> dict[str, Any]:
-    """The forecast of the run recorded at ``path`` as of ``at`` (its last sample if None):
-    every field present, null where nothing is known, and ``reason`` saying why when the
-    forecast is null for want of data or a plan (a run cut past its data is a ``BadCut``)."""
+    """The forecast of the run recorded at ``path`` as of ``at`` (its last sample if None),
+    lent ``prior`` (the law of finished runs like it): every field present, null where nothing
+    is known, and ``reason`` saying why when the forecast is null for want of data or a plan
+    (a run cut past its data is a ``BadCut``)."""
     plan = read_plan(path, run)
     loss, lr, named = _read_series(path, run)
     head = {"run": run or named or path.name, "path": str(path)}
@@ -214,7 +241,7 @@ def forecast_recorded(
         loss, until = _cut(loss, step, at)
         lr = None if lr is None else _first(lr, int(np.searchsorted(lr.ts, until, "right")))
     kinds = incident_kinds(replay(path, rules, run=run, until=until))
-    answer = forecast_run(loss, lr, planned, plan.config, alerts=kinds)
+    answer = forecast_run(loss, lr, planned, plan.config, alerts=kinds, prior=prior)
     return _answer(head, answer, kinds, _why_null(answer))
 
 

@@ -154,12 +154,13 @@ class _Seen:
         if misfit > PRIOR_MISFIT**2 * best:
             return None
         residual, fitted = y - level.loss(s1, s2), level.loss(s1, s2)
+        spread = prior.spread(self.window.at / self.window.total)
         reach = (ahead - ahead[0]) / max(1, ahead[-1] - ahead[0])  # 0 now, 1 at the plan's end
         finals: list[float] = []
         curves: list[np.ndarray] = []
         for _ in range(_DRAWS):
             law = shifted(level, s1, s2, fitted + resample_blocks(residual, _BLOCK, rng))
-            off = rng.normal(0.0, prior.spread)
+            off = rng.normal(0.0, spread)
             finals.extend(self.window.mean(law, a1, a2) * (1 + off) for a1, a2 in fits)
             curves.extend(law.loss(a1[ahead], a2[ahead]) * (1 + off * reach) for a1, a2 in fits)
         return finals, curves, level
@@ -170,6 +171,7 @@ class _Window:
 
     def __init__(self, total: int, seen_steps: np.ndarray, seen_loss: np.ndarray) -> None:
         first = total - FINAL_WINDOW
+        self.at, self.total = int(seen_steps[-1]) + 1, total
         inside = seen_steps >= first
         self._seen_sum = float(seen_loss[inside].sum())
         self._ahead = np.setdiff1d(np.arange(first, total), seen_steps[inside])

@@ -6,6 +6,7 @@ would have to find the law's curvature from the first part of one curve.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -17,8 +18,9 @@ from ._points import FINAL_WINDOW, areas, buckets, per_step
 
 __all__ = ["FinishedCurve", "ProjectLaw", "fit_project_law", "shifted"]
 
-#: Where each finished run is cut to measure how far the law's forecasts land from its end.
-SPREAD_CUT = 0.3
+#: Where each finished run is cut to measure how far the law's forecasts land from its end
+#: (shares of its planned steps).
+SPREAD_CUTS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 #: The annealing momenta tried (λ of the rate's annealing area).
 MOMENTA = (0.99, 0.995, 0.998, 0.999)
 #: The exponents tried for α.
@@ -40,23 +42,29 @@ class FinishedCurve:
 @dataclass(frozen=True, slots=True)
 class ProjectLaw:
     """The law fitted on ``runs`` finished runs (its annealing area of ``momentum``), and
-    ``spread``: the root mean square of the relative errors of its final-loss forecasts, each
-    run's made from its first ``SPREAD_CUT`` by a law fitted on the other runs."""
+    ``spreads``: at each of ``SPREAD_CUTS``, the root mean square of the relative errors of its
+    final-loss forecasts, each run's made from that share of it by a law fitted on the
+    other runs."""
 
     law: LossLaw
     momentum: float
     runs: int
-    spread: float
+    spreads: tuple[float, ...]
 
     def as_dict(self) -> dict[str, float]:
         """Its numbers, for JSON."""
         return {**asdict(self.law), "momentum": self.momentum, "runs": self.runs,
-                "spread": self.spread}  # fmt: skip
+                "spreads": list(self.spreads)}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProjectLaw:
         law = LossLaw(*(float(data[k]) for k in ("l0", "a", "alpha", "c")))
-        return cls(law, float(data["momentum"]), int(data["runs"]), float(data["spread"]))
+        spreads = tuple(float(v) for v in data["spreads"])
+        return cls(law, float(data["momentum"]), int(data["runs"]), spreads)
+
+    def spread(self, share: float) -> float:
+        """The relative spread of a forecast from ``share`` of a run's planned steps."""
+        return float(np.interp(share, SPREAD_CUTS, self.spreads))
 
 
 def shifted(law: LossLaw, s1: np.ndarray, s2: np.ndarray, loss: np.ndarray) -> LossLaw:
@@ -69,15 +77,17 @@ def shifted(law: LossLaw, s1: np.ndarray, s2: np.ndarray, loss: np.ndarray) -> L
 
 @dataclass(frozen=True, slots=True)
 class _Points:
-    """One finished run's bucketed loss at its areas, and its final loss."""
+    """One finished run: its bucketed loss at its areas (what the law is fitted on), every
+    step's loss seen and areas, and its final loss."""
 
     s1: np.ndarray
     s2: np.ndarray
     loss: np.ndarray
-    step: np.ndarray
-    final: float
+    steps: np.ndarray
+    every_loss: np.ndarray
     every_s1: np.ndarray
     every_s2: np.ndarray
+    final: float
 
     @classmethod
     def of(cls, curve: FinishedCurve, momentum: float) -> _Points | None:
@@ -88,17 +98,22 @@ class _Points:
         every_s1, every_s2 = areas(np.asarray(curve.rates, np.float64), momentum)
         x, y, _ = buckets(steps, loss)
         final = float(loss[steps >= total - FINAL_WINDOW].mean())
-        return cls(every_s1[x], every_s2[x], y, x, final, every_s1, every_s2)
+        return cls(every_s1[x], every_s2[x], y, steps, loss, every_s1, every_s2, final)
 
-    def error(self, law: LossLaw) -> float:
-        """The relative error of ``law``'s forecast of this run's final loss from its first
-        ``SPREAD_CUT``, the law shifted to the run's level there."""
-        seen = self.step < len(self.every_s1) * SPREAD_CUT
-        if seen.sum() < 2:
-            return 0.0
-        own = shifted(law, self.s1[seen], self.s2[seen], self.loss[seen])
-        end = slice(len(self.every_s1) - FINAL_WINDOW, None)
-        return float(own.loss(self.every_s1[end], self.every_s2[end]).mean() / self.final - 1)
+    def errors(self, law: LossLaw) -> list[float]:
+        """The relative errors of ``law``'s forecasts of this run's final loss from each of
+        ``SPREAD_CUTS``: shifted to the run's level in the points a forecast from there sees."""
+        out = []
+        for share in SPREAD_CUTS:
+            seen = self.steps < len(self.every_s1) * share
+            if seen.sum() < 2:
+                out.append(math.nan)
+                continue
+            x, y, _ = buckets(self.steps[seen], self.every_loss[seen])
+            own = shifted(law, self.every_s1[x], self.every_s2[x], y)
+            end = slice(len(self.every_s1) - FINAL_WINDOW, None)
+            out.append(own.loss(self.every_s1[end], self.every_s2[end]).mean() / self.final - 1)
+        return out
 
 
 def fit_project_law(curves: Sequence[FinishedCurve]) -> ProjectLaw | None:
@@ -106,16 +121,18 @@ def fit_project_law(curves: Sequence[FinishedCurve]) -> ProjectLaw | None:
     (at least ``2 × FINAL_WINDOW`` steps seen, up to the last planned). The annealing
     momentum is the one of ``MOMENTA`` whose laws, each fitted without one run, best foretold
     that run's end: how long a drop of the rate keeps paying differs between optimisers."""
-    best: ProjectLaw | None = None
+    best: tuple[float, ProjectLaw] | None = None
     for momentum in MOMENTA:
         points = [p for p in (_Points.of(c, momentum) for c in curves) if p is not None]
         if len(points) < 2:
             return None
-        errors = [p.error(_fit([q for q in points if q is not p])) for p in points]
-        spread = max(float(np.sqrt(np.mean(np.square(errors)))), MIN_SPREAD)
-        if best is None or spread < best.spread:
-            best = ProjectLaw(_fit(points), momentum, len(points), spread)
-    return best
+        errors = np.array([p.errors(_fit([q for q in points if q is not p])) for p in points])
+        rms = np.sqrt(np.nanmean(np.square(errors), axis=0))  # a spread per cut
+        spreads = tuple(max(float(v), MIN_SPREAD) if np.isfinite(v) else 1.0 for v in rms)
+        score = float(np.nanmean(np.square(errors)))
+        if best is None or score < best[0]:
+            best = (score, ProjectLaw(_fit(points), momentum, len(points), spreads))
+    return None if best is None else best[1]
 
 
 def _fit(points: Sequence[_Points]) -> LossLaw:
