@@ -46,10 +46,10 @@ def test_any_cut_of_the_stream_gives_the_same_peaks(cuts: list[int], seed: int) 
         np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
 
 
-def _forecast(pause_s: float = 0.0) -> TrendSlope:
+def _forecast(pause_s: float = 0.0, level_jumps: bool = False) -> TrendSlope:
     return TrendSlope(
         halflife_s=600.0, target=85.0, horizon_s=1800.0, warmup_s=600.0, peak_s=60.0,
-        pause_s=pause_s,
+        pause_s=pause_s, level_jumps=level_jumps,
     )  # fmt: skip
 
 
@@ -91,6 +91,17 @@ def test_the_peak_state_round_trips_and_only_a_peak_line_has_it() -> None:
     assert set(TrendSlope().state_dict()) == {"sums", "t_prev", "t_warm", "last_ts"}
 
 
+def test_a_jump_starts_the_line_again_at_its_level_when_told_so() -> None:
+    jump = np.where(TS < 3600.0, 66.0, 76.0) + NOISE  # a level that jumps by 10 °C at once
+    assert _forecast().update(TS, jump).anomalous.any()  # the jump tilts a plain line
+    judged = _forecast(level_jumps=True).update(TS, jump)
+    assert not judged.anomalous.any()
+    assert np.nanmax(np.abs(judged.slope_per_h[TS > 3900.0])) < 5.0  # flat at the new level
+    climb = 75.0 + NOISE + 30.0 * np.clip(TS - 3000.0, 0.0, None) / 3600.0
+    first = TS[np.flatnonzero(_forecast(level_jumps=True).update(TS, climb).anomalous)[0]]
+    assert 3000.0 < first < 3000.0 + 20 * 60  # a climb is still one
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -98,6 +109,7 @@ def test_the_peak_state_round_trips_and_only_a_peak_line_has_it() -> None:
         lambda: TrendSlope(peak_s=60.0, direction="both"),
         lambda: TrendSlope(pause_s=60.0),
         lambda: TrendSlope(peak_s=60.0, pause_s=-1.0),
+        lambda: TrendSlope(level_jumps=True),
     ],
 )
 def test_bad_peak_parameters_are_rejected(make: object) -> None:

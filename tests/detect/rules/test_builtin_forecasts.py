@@ -112,6 +112,14 @@ def test_a_gpu_that_heats_at_load_start_then_levels_off_raises_nothing(seed: int
     assert _fired(_replay(Series("gpu.temp_c", ts, temp, GPU)), "forecast_thermal") == []
 
 
+@pytest.mark.parametrize("seed", [34, 35, 36])
+def test_a_gpu_that_cools_while_its_job_starves_and_warms_again_raises_nothing(seed: int) -> None:
+    ts = 5.0 * np.arange(int(2 * HOUR / 5))
+    starved = (ts >= 1800.0) & (ts < 2500.0)  # data-bound for 12 minutes, then back at once
+    temp = _gpu_temp(ts, seed) + 6.0 - 10.0 * starved
+    assert _fired(_replay(Series("gpu.temp_c", ts, temp, GPU)), "forecast_thermal") == []
+
+
 def test_a_disk_filling_over_many_hours_is_forecast_hours_ahead_with_when() -> None:
     ts = 60.0 * np.arange(int(16 * HOUR / 60))  # 8 TB free, 0.5 TB a checkpoint, every hour
     free = _disk(ts, HOUR, 0.5 * TB, keep=None)

@@ -66,7 +66,9 @@ class TrendSlope(Detector):
     ``peak_s`` of data time instead of every sample (see ``_trend_peaks``): a forecast of what
     breaks at the peak, which dips shorter than that do not tilt. A lone peak far over the line
     is left out, and so are peaks far under it for up to ``pause_s`` (see ``_peak_fit``). A
-    sample is judged by the line through the peaks known by then, at its own time.
+    sample is judged by the line through the peaks known by then, at its own time. With
+    ``level_jumps``, a peak that jumps far over the last (a load that changed at once, as a
+    starved job's recovering) starts the line again at its level: a jump is no climb.
     ``predicted_ts`` is the data time at which the line reaches the target.
     """
 
@@ -82,6 +84,7 @@ class TrendSlope(Detector):
         horizon_s: float | None = None,
         peak_s: float | None = None,
         pause_s: float = 0.0,
+        level_jumps: bool = False,
     ) -> None:
         super().__init__()
         check_direction(direction)
@@ -93,7 +96,10 @@ class TrendSlope(Detector):
             raise ValueError("peak_s must be > 0, with direction up or down")
         if pause_s < 0 or (pause_s > 0 and peak_s is None):
             raise ValueError("pause_s must be >= 0, and needs peak_s")
+        if level_jumps and peak_s is None:
+            raise ValueError("level_jumps needs peak_s")
         self.horizon_s, self.peak_s, self.pause_s = horizon_s, peak_s, float(pause_s)
+        self.level_jumps = bool(level_jumps)
         self.threshold, self.direction, self.target = threshold_pct_per_h, direction, target
         self.warmup_s = halflife_s / 2 if warmup_s is None else float(warmup_s)
         self._rate = math.log(2.0) / halflife_s
@@ -177,8 +183,9 @@ class TrendSlope(Detector):
         it. Peaks under it that last longer (the level moved for good), and a peak that rose
         far less than the line from the last one (a climb that stopped, while the line still
         catches up with it), start the line again, flat at the peak and with its weight: a
-        line that remembered the climb would go on foretelling it. A loop: one peak a
-        stretch."""
+        line that remembered the climb would go on foretelling it. With ``level_jumps``, so does
+        a peak far over it that rose far more than the line from the last one (a jump). A
+        loop: one peak a stretch."""
         assert self.peak_s is not None
         dev, streak, seen, at, slope, level, peak = self.guard.tolist()
         sign = 1.0 if self.direction == "up" else -1.0
@@ -196,7 +203,9 @@ class TrendSlope(Detector):
                 slopes[j], levels[j] = slope, expected
                 continue
             stopped = climb > 0 and sign * (v - peak) < climb - fence  # rose far less than it
-            if side < 0 or stopped:  # the level moved for good, or a climb stopped: the line
+            jumped = self.level_jumps and side > 0 and sign * (v - peak) > max(climb, 0) + fence
+            if side < 0 or stopped or jumped:  # the level moved for good, the climb stopped or
+                # it jumped: the line
                 w, sx, sxx = self.sums[:3]  # starts again flat at the peak, keeping its weight
                 self.sums = np.array([w, sx, sxx, w * v, sx * v])
                 streak = 0.0
