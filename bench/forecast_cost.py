@@ -8,7 +8,11 @@ Run: python bench/forecast_cost.py [--sizes 1000,10000,100000,1000000 --seconds 
    N, so only the history differs), compacted as the collector keeps it; the worker's forecast
    of it (its bounded reads and ``forecast_run``) timed in CPU seconds of the whole process
    (DuckDB's threads too), the median of ``--repeat``; beside it, the same forecast from the
-   whole series, as ``GET /runs/{id}/forecast`` reads them, up to ``--whole-up-to`` steps.
+   whole series, as ``GET /runs/{id}/forecast`` reads them, up to ``--whole-up-to`` steps;
+   and the worker's forecast lent a project's law.
+   Then a project's law fitted on its ``LAW_RUNS`` newest finished runs, as the worker
+   refits it when one ends: each run as its bounded read gives it (the buckets and its last
+   steps), per planned length.
 2. Ingest: concurrent sender processes post SWB batches of training metrics (loss, rate and
    step time of ``--runs`` running runs, each batch the next steps of its runs) to a real
    collector, once with ``--forecast-interval 0`` (off) and once with ``--forecast-interval``
@@ -35,9 +39,10 @@ from _collector import free_port, start_collector
 from _senders import start_senders
 
 from stepwatch.model import Run, SampleBatch, SeriesKey
-from stepwatch.predict import forecast_run
+from stepwatch.predict import FinishedCurve, LrSchedule, ProjectLaw, fit_project_law, forecast_run
 from stepwatch.server._forecasting import forecast_bounded
-from stepwatch.server._run_series import pick_series, whole_series
+from stepwatch.server._project_laws import LAW_RUNS
+from stepwatch.server._run_series import DEFAULT_BOUNDS, pick_series, whole_series
 from stepwatch.store import Store
 from stepwatch.wire import BINARY_CONTENT_TYPE, encode
 
@@ -82,9 +87,9 @@ def _cpu(job: object, repeat: int) -> tuple[float, float]:
 def per_run(sizes: list[int], repeat: int, whole_up_to: int, workdir: Path) -> None:
     """Part 1: the worker's forecast of one run per history size."""
     print(f"== forecast CPU per run per pass (median of {repeat}; plan {PLANNED:,} steps)")
-    print(
-        f"{'steps of history':>18} {'worker: CPU s':>14} {'wall s':>8} {'whole series: CPU s':>20}"
-    )
+    print(f"{'steps of history':>18} {'worker: CPU s':>14} {'wall s':>8} "
+          f"{'whole series: CPU s':>20} {'lent a law: CPU s':>18}")  # fmt: skip
+    law = _project_law(PLANNED)
     for size in sizes:
         with Store(workdir / f"h{size}.duckdb") as store:
             _history(store, size)
@@ -103,7 +108,34 @@ def per_run(sizes: list[int], repeat: int, whole_up_to: int, workdir: Path) -> N
                                  PLANNED, run.config)  # noqa: B023  # fmt: skip
 
                 whole = f"{_cpu(route, repeat)[0]:.3f}"
-        print(f"{size:>18,} {cpu:>14.3f} {wall:>8.3f} {whole:>20}")
+            lent = _cpu(lambda: forecast_bounded(store, run, loss, end, prior=law), repeat)[0]  # noqa: B023
+        print(f"{size:>18,} {cpu:>14.3f} {wall:>8.3f} {whole:>20} {lent:>18.3f}")
+
+
+def _finished(planned: int, seed: int) -> FinishedCurve:
+    """A finished run of ``planned`` steps under a cosine, as a bounded read gives it: the
+    loss at the buckets' steps, then at every one of its last steps."""
+    bounds, rng = DEFAULT_BOUNDS, np.random.default_rng(seed)
+    tail = min(planned, bounds.tail_steps)
+    steps = np.unique(np.concatenate([
+        np.linspace(0, planned - tail, bounds.buckets).astype(np.int64),
+        np.arange(planned - tail, planned),
+    ]))  # fmt: skip
+    rates = LrSchedule("cosine", 3e-4, planned, planned // 100, 3e-5).lr(np.arange(planned))
+    loss = 2.0 + 3.0 * (steps + 10.0) ** -0.3 + rng.normal(0, 0.01, steps.size)
+    return FinishedCurve(rates, steps, loss)
+
+
+def _project_law(planned: int) -> ProjectLaw | None:
+    return fit_project_law([_finished(planned, seed) for seed in range(LAW_RUNS)])
+
+
+def project_law(repeat: int) -> None:
+    """Part 1b: a project's law fitted on its newest finished runs."""
+    print(f"== a project's law fitted on {LAW_RUNS} finished runs (median of {repeat})")
+    print(f"{'planned steps':>18} {'CPU s':>8}")
+    for planned in (10_000, 100_000, 1_000_000, PLANNED):
+        print(f"{planned:>18,} {_cpu(lambda: _project_law(planned), repeat)[0]:>8.2f}")  # noqa: B023
 
 
 @dataclass
@@ -212,6 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stepwatch-bench-") as tmp:
         per_run([int(s) for s in args.sizes.split(",")], args.repeat, args.whole_up_to, Path(tmp))
+        project_law(max(1, args.repeat // 2))
         if args.seconds > 0:
             ingest(args, Path(tmp))
 
