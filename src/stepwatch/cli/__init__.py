@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (they add the commands)
     _keys,
     _node,
     _recorded,
+    _rules_export,
     _tokens,
 )
 from ._base import main
