@@ -147,6 +147,15 @@ def _collector_default(field: str) -> Callable[[], Any]:
     help="Seconds between forecasts of the running runs that logged new steps, for the runs "
     "list's ETA and final loss (0: none; the ETA is then the steps left at the recent pace).",
 )
+@click.option(
+    "--remote-write",
+    "remote_write",
+    multiple=True,
+    metavar="URL",
+    help="Forward every sample stored to this Prometheus remote-write receiver (Prometheus "
+    "with --web.enable-remote-write-receiver: http://host:9090/api/v1/write; VictoriaMetrics; "
+    "repeatable); ingest never waits for it (docs/prometheus.md).",
+)
 def server(
     store_path: Path,
     encryption_key: EncryptionKey | None,

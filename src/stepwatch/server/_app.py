@@ -18,6 +18,7 @@ from .. import __version__
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
+from ..prometheus import RemoteWriter
 from ..store import Store
 from ._actions import actions_router
 from ._advice import advice_router
@@ -140,6 +141,9 @@ def create_app(
         checkpoint_interval_s=options.checkpoint_interval_s,
     )
     writer.on_commit.append(detection.feed)
+    forwards = [RemoteWriter(url) for url in options.remote_write]
+    for forward in forwards:
+        writer.on_commit.append(forward.offer)
     upkeep = StoreUpkeep(
         store,
         detection.live.feed,
@@ -168,6 +172,8 @@ def create_app(
         notifications.start()
         detection.start()
         upkeep.start()
+        for forward in forwards:
+            forward.start()
         if options.forecast_interval_s:
             forecasts.start()
         try:
@@ -177,6 +183,8 @@ def create_app(
             await run_in_threadpool(forecasts.stop)  # after the forecast it makes, if any
             await run_in_threadpool(upkeep.stop)  # after the chunk it deletes, if any
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
+            for forward in forwards:  # what waits unsent is counted dropped
+                await run_in_threadpool(forward.stop)
             await run_in_threadpool(detection.stop)  # detect what the writer handed over last
             await run_in_threadpool(notifications.stop)  # send what detection said last
             await run_in_threadpool(detection.checkpoints.stop)  # and keep where they stand
@@ -216,6 +224,7 @@ def create_app(
         StoreFigures(store),
         readiness,
         clock,
+        forwards,
     )
     include(app, _probes(readiness))
     include(app, metrics_router(metrics_registry(parts), public=options.metrics_public))

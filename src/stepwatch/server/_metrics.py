@@ -14,7 +14,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from ..act import Notifier, Remediation
 from ..auth import Permission
 from ..detect import LiveDetector
 from ..model import DROPPED_SAMPLES
+from ..prometheus import RemoteWriter
 from ..store import Store
 from ._auth import PUBLIC, need
 from ._ingest import WIRE_FORMATS, IngestStats
@@ -103,6 +104,7 @@ class Parts:
     store: StoreFigures
     readiness: Readiness
     clock: Callable[[], float] = time.time
+    remote_writers: Sequence[RemoteWriter] = ()
 
 
 def _counter(
@@ -136,11 +138,38 @@ class Figures(Collector):
             self._notifications,
             self._playbooks,
             self._store,
+            self._remote_write,
         ):
             try:
                 yield from family()
             except Exception:
                 log.exception("metrics: %s could not be read", family.__name__.strip("_"))
+
+    def _remote_write(self) -> Iterator[Metric]:
+        counts = {w.target: w.counts for w in self.parts.remote_writers}
+        if not counts:
+            return
+        yield _counter(
+            "stepwatch_remote_write_samples_total",
+            "Samples forwarded by remote write, by receiver: sent, or dropped (refused for "
+            "good, or beyond the queue's bound).",
+            ("target", "outcome"),
+            {(t, o): getattr(c, o) for t, c in counts.items() for o in ("sent", "dropped")},
+        )
+        yield _counter(
+            "stepwatch_remote_write_retries_total",
+            "Remote-write requests tried again (no answer, 5xx or 429), by receiver.",
+            ("target",),
+            {t: c.retries for t, c in counts.items()},
+        )
+        family = GaugeMetricFamily(
+            "stepwatch_remote_write_pending_samples",
+            "Samples waiting to be forwarded, by receiver.",
+            labels=("target",),
+        )
+        for target, c in sorted(counts.items()):
+            family.add_metric([target], c.pending)
+        yield family
 
     def _about(self) -> Iterator[Metric]:
         yield InfoMetricFamily(
