@@ -156,6 +156,14 @@ def _collector_default(field: str) -> Callable[[], Any]:
     "with --web.enable-remote-write-receiver: http://host:9090/api/v1/write; VictoriaMetrics; "
     "repeatable); ingest never waits for it (docs/prometheus.md).",
 )
+@click.option(
+    "--influx-write",
+    "influx_write",
+    multiple=True,
+    metavar="URL",
+    help="Forward every sample stored to this InfluxDB write endpoint by line protocol "
+    "(http://host:8086/write?db=stepwatch; repeatable), as --remote-write does.",
+)
 def server(
     store_path: Path,
     encryption_key: EncryptionKey | None,

@@ -37,7 +37,7 @@ def rules_export(fmt: str, rule_paths: tuple[Path, ...], out_path: Path | None) 
     express; those it approximates and those it cannot are listed at its head and on
     standard error."""
     from ..detect import RuleFiles, builtin_rules
-    from ..prometheus import export_prometheus
+    from ..tsdb import export_prometheus
 
     with _clear_rule_errors():
         ruleset = RuleFiles(rule_paths, base=builtin_rules()).load()

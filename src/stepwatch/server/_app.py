@@ -18,8 +18,8 @@ from .. import __version__
 from ..act import Playbooks
 from ..auth import TokenBook
 from ..detect import RuleFiles, builtin_rules
-from ..prometheus import RemoteWriter
 from ..store import Store
+from ..tsdb import LINE_PROTOCOL, REMOTE_WRITE, Forwarder
 from ._actions import actions_router
 from ._advice import advice_router
 from ._alerts import alerts_router
@@ -141,7 +141,8 @@ def create_app(
         checkpoint_interval_s=options.checkpoint_interval_s,
     )
     writer.on_commit.append(detection.feed)
-    forwards = [RemoteWriter(url) for url in options.remote_write]
+    forwards = [Forwarder(url, REMOTE_WRITE) for url in options.remote_write]
+    forwards += [Forwarder(url, LINE_PROTOCOL) for url in options.influx_write]
     for forward in forwards:
         writer.on_commit.append(forward.offer)
     upkeep = StoreUpkeep(

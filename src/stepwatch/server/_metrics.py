@@ -34,8 +34,8 @@ from ..act import Notifier, Remediation
 from ..auth import Permission
 from ..detect import LiveDetector
 from ..model import DROPPED_SAMPLES
-from ..prometheus import RemoteWriter
 from ..store import Store
+from ..tsdb import Forwarder
 from ._auth import PUBLIC, need
 from ._ingest import WIRE_FORMATS, IngestStats
 from ._readiness import Readiness
@@ -104,7 +104,7 @@ class Parts:
     store: StoreFigures
     readiness: Readiness
     clock: Callable[[], float] = time.time
-    remote_writers: Sequence[RemoteWriter] = ()
+    forwarders: Sequence[Forwarder] = ()
 
 
 def _counter(
@@ -138,37 +138,37 @@ class Figures(Collector):
             self._notifications,
             self._playbooks,
             self._store,
-            self._remote_write,
+            self._forwarding,
         ):
             try:
                 yield from family()
             except Exception:
                 log.exception("metrics: %s could not be read", family.__name__.strip("_"))
 
-    def _remote_write(self) -> Iterator[Metric]:
-        counts = {w.target: w.counts for w in self.parts.remote_writers}
+    def _forwarding(self) -> Iterator[Metric]:
+        counts = {(f.wire.name, f.target): f.counts for f in self.parts.forwarders}
         if not counts:
             return
         yield _counter(
-            "stepwatch_remote_write_samples_total",
-            "Samples forwarded by remote write, by receiver: sent, or dropped (refused for "
-            "good, or beyond the queue's bound).",
-            ("target", "outcome"),
-            {(t, o): getattr(c, o) for t, c in counts.items() for o in ("sent", "dropped")},
+            "stepwatch_forward_samples_total",
+            "Samples forwarded to other stores, by protocol and receiver: sent, or dropped "
+            "(refused for good, not expressible there, or beyond the queue's bound).",
+            ("protocol", "target", "outcome"),
+            {(*k, o): getattr(c, o) for k, c in counts.items() for o in ("sent", "dropped")},
         )
         yield _counter(
-            "stepwatch_remote_write_retries_total",
-            "Remote-write requests tried again (no answer, 5xx or 429), by receiver.",
-            ("target",),
-            {t: c.retries for t, c in counts.items()},
+            "stepwatch_forward_retries_total",
+            "Requests to other stores tried again (no answer, 5xx or 429).",
+            ("protocol", "target"),
+            {k: c.retries for k, c in counts.items()},
         )
         family = GaugeMetricFamily(
-            "stepwatch_remote_write_pending_samples",
-            "Samples waiting to be forwarded, by receiver.",
-            labels=("target",),
+            "stepwatch_forward_pending_samples",
+            "Samples waiting to be forwarded, by protocol and receiver.",
+            labels=("protocol", "target"),
         )
-        for target, c in sorted(counts.items()):
-            family.add_metric([target], c.pending)
+        for key, c in sorted(counts.items()):
+            family.add_metric(list(key), c.pending)
         yield family
 
     def _about(self) -> Iterator[Metric]:

@@ -63,6 +63,7 @@ class CollectorOptions:
         forecast_interval_s: how often running runs that logged new steps are forecast again
             for the runs list (0: never; their ETA is then the naive one).
         remote_write: Prometheus remote-write receivers every committed sample is forwarded to.
+        influx_write: InfluxDB write endpoints every committed sample is forwarded to.
     """
 
     host: str = "127.0.0.1"
@@ -87,6 +88,7 @@ class CollectorOptions:
     store_memory_bytes: int = DEFAULT_STORE_MEMORY_BYTES
     forecast_interval_s: float = DEFAULT_FORECAST_INTERVAL_S
     remote_write: tuple[str, ...] = ()
+    influx_write: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from stepwatch.cli import main
 from stepwatch.detect import builtin_rules
-from stepwatch.prometheus import export_prometheus, prometheus_name
+from stepwatch.tsdb import export_prometheus, prometheus_name
 
 KINDS = {r.alert: (r.kind, r.severity) for r in builtin_rules().rules}
 GIB = 2**30

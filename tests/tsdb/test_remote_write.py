@@ -19,7 +19,7 @@ import pytest
 from conftest import Collector, CollectorFactory, Processes, free_port, poll
 
 from stepwatch.model import SampleBatch, SeriesKey
-from stepwatch.prometheus import RemoteWriter, prometheus_name
+from stepwatch.tsdb import REMOTE_WRITE, Forwarder, prometheus_name
 
 CONFIG = "global:\n  scrape_interval: 15s\n"
 NOW = time.time()
@@ -112,6 +112,12 @@ def _same(stored: dict[float, float], got: dict[float, float]) -> bool:
     return all(math.isnan(a) and math.isnan(b) or a == b for (_, a), (_, b) in pairs)
 
 
+def _counted(figure: str, target: str, outcome: str = "") -> str:
+    """A /metrics line's name and labels: a forwarding figure of remote write to ``target``."""
+    which = f'outcome="{outcome}",' if outcome else ""
+    return f'stepwatch_forward_{figure}{{{which}protocol="remote write",target="{target}"}}'
+
+
 def _metrics(collector: Collector) -> str:
     return httpx.get(f"{collector.url}/metrics", timeout=10).text
 
@@ -138,11 +144,11 @@ def test_what_the_collector_stored_is_in_prometheus(
         assert got, (name, labels, _in_prometheus(prometheus, name, **labels))
     text = _metrics(collector)
     target = prometheus.url.removeprefix("http://")
-    sent = f'stepwatch_remote_write_samples_total{{outcome="sent",target="{target}"}}'
+    sent = _counted("samples_total", target, "sent")
     assert _figure(text, sent) == 360
-    dropped = f'stepwatch_remote_write_samples_total{{outcome="dropped",target="{target}"}}'
+    dropped = _counted("samples_total", target, "dropped")
     assert _figure(text, dropped) == 0
-    pending = f'stepwatch_remote_write_pending_samples{{target="{target}"}}'
+    pending = _counted("pending_samples", target)
     assert _figure(text, pending) == 0
 
 
@@ -156,15 +162,15 @@ def test_a_receiver_down_at_first_gets_the_samples_once_it_is_up(
     _ingest(collector, "late", 1, _training("late", 30))  # acknowledged with nothing listening
     assert time.monotonic() - began < 5.0
     target = f"127.0.0.1:{port}"
-    retries = f'stepwatch_remote_write_retries_total{{target="{target}"}}'
+    retries = _counted("retries_total", target)
     assert poll(lambda: _figure(_metrics(collector), retries) >= 1)
-    pending = f'stepwatch_remote_write_pending_samples{{target="{target}"}}'
+    pending = _counted("pending_samples", target)
     assert _figure(_metrics(collector), pending) == 90
     late = _start(processes, tmp_path / "late", port)
     labels = {"run": "late", "rank": "0", "node": "n0"}
     stored = _stored(collector, "train.loss", **labels)
     assert poll(lambda: _same(stored, _in_prometheus(late, "train.loss", **labels)), 60.0)
-    sent = f'stepwatch_remote_write_samples_total{{outcome="sent",target="{target}"}}'
+    sent = _counted("samples_total", target, "sent")
     assert poll(lambda: _figure(_metrics(collector), sent) == 90)
 
 
@@ -178,20 +184,20 @@ def test_samples_prometheus_refuses_are_counted_dropped(
     older = [{**s, "ts": s["ts"] - 600} for s in _training("ooo", 20)]  # behind what it holds
     _ingest(collector, "ooo", 2, older)
     target = prometheus.url.removeprefix("http://")
-    dropped = f'stepwatch_remote_write_samples_total{{outcome="dropped",target="{target}"}}'
+    dropped = _counted("samples_total", target, "dropped")
     assert poll(lambda: _figure(_metrics(collector), dropped) == 60)
     assert len(_in_prometheus(prometheus, "train.loss", **labels)) == 20
 
 
 def test_beyond_its_bound_the_oldest_batches_waiting_are_dropped() -> None:
-    writer = RemoteWriter("http://127.0.0.1:9/api/v1/write", max_pending_samples=25)
+    writer = Forwarder("http://127.0.0.1:9/api/v1/write", REMOTE_WRITE, max_pending_samples=25)
     batches = [_batch(seq, 10) for seq in range(1, 5)]
     writer.offer(batches[:2])
     assert (writer.counts.pending, writer.counts.dropped) == (20, 0)
     writer.offer(batches[2:])  # 40 waiting: the two oldest go
     assert (writer.counts.pending, writer.counts.dropped) == (20, 20)
     with pytest.raises(ValueError, match="http"):
-        RemoteWriter("prometheus:9090")
+        Forwarder("prometheus:9090", REMOTE_WRITE)
 
 
 def _batch(seq: int, n: int) -> SampleBatch:

@@ -1,6 +1,6 @@
-"""Forwarding committed samples to a Prometheus-compatible store (Prometheus with its
-remote-write receiver, VictoriaMetrics, ...) by remote write 1.0, for long-term and
-fleet-wide storage.
+"""Forwarding committed samples to another time-series store: Prometheus-compatible ones by
+remote write 1.0 (Prometheus with its receiver, VictoriaMetrics), InfluxDB by its line
+protocol (``Wire``: how a batch becomes requests), for long-term and fleet-wide storage.
 
 Ingest never waits for it: the writer's commit hands its batches over (an append), and a
 thread of its own converts and sends them, up to ``max_samples_per_send`` a request. A
@@ -13,9 +13,10 @@ Every sample ends counted once: sent or dropped; ``retries`` counts the requests
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -28,20 +29,23 @@ from ..model import SampleBatch
 from ._names import prometheus_label, prometheus_name
 from ._write_request import TimeSeries, compress, write_request
 
-__all__ = ["RemoteWriteCounts", "RemoteWriter"]
+__all__ = ["Forwarder", "ForwardCounts", "LINE_PROTOCOL", "REMOTE_WRITE", "Wire"]
 
-log = logging.getLogger("stepwatch.prometheus")
+log = logging.getLogger("stepwatch.tsdb")
 
-HEADERS = {
-    "Content-Type": "application/x-protobuf",
-    "Content-Encoding": "snappy",
-    "X-Prometheus-Remote-Write-Version": "0.1.0",
-    "User-Agent": f"stepwatch/{__version__}",
-}
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """How batches travel to one kind of store: a request's headers, and the requests of a
+    batch, each with the samples it carries (those it leaves out are dropped)."""
+
+    name: str
+    headers: Mapping[str, str]
+    requests: Callable[[SampleBatch, int], Iterator[tuple[bytes, int]]]
 
 
 @dataclass
-class RemoteWriteCounts:
+class ForwardCounts:
     """Samples sent and dropped, requests tried again, samples waiting."""
 
     sent: int = 0
@@ -50,11 +54,13 @@ class RemoteWriteCounts:
     pending: int = 0
 
 
-class RemoteWriter(Worker):
-    """A remote-write client fed by the collector's commits (``offer``).
+class Forwarder(Worker):
+    """A client of one store, fed by the collector's commits (``offer``).
 
     Args:
-        url: the receiver (``http://prometheus:9090/api/v1/write``).
+        url: the receiver (``http://prometheus:9090/api/v1/write``,
+            ``http://influxdb:8086/write?db=stepwatch``).
+        wire: how batches travel there (``REMOTE_WRITE``, ``LINE_PROTOCOL``).
         max_pending_samples: samples that may wait; beyond, the oldest batches are dropped.
         max_samples_per_send: samples a request carries at most.
         timeout_s: a request's time limit.
@@ -64,6 +70,7 @@ class RemoteWriter(Worker):
     def __init__(
         self,
         url: str,
+        wire: Wire,
         *,
         max_pending_samples: int = 2_000_000,
         max_samples_per_send: int = 10_000,
@@ -72,11 +79,12 @@ class RemoteWriter(Worker):
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"remote write needs an http(s) URL, not {url!r}")
+            raise ValueError(f"{wire.name} needs an http(s) URL, not {url!r}")
         self.target = parts.netloc.rpartition("@")[2]  # never the credentials in a URL
+        self.wire = wire
         super().__init__(
-            name=f"stepwatch-remote-write-{self.target}",
-            failed=f"remote write to {self.target} failed",
+            name=f"stepwatch-forward-{self.target}",
+            failed=f"{wire.name} to {self.target} failed",
             log=log,
         )
         self._url, self._timeout_s = url, timeout_s
@@ -85,13 +93,13 @@ class RemoteWriter(Worker):
         self._pending: deque[SampleBatch] = deque()
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self._counts = RemoteWriteCounts()
+        self._counts = ForwardCounts()
 
     @property
-    def counts(self) -> RemoteWriteCounts:
+    def counts(self) -> ForwardCounts:
         """A copy of the counts now."""
         with self._lock:
-            return RemoteWriteCounts(**vars(self._counts))
+            return ForwardCounts(**vars(self._counts))
 
     def offer(self, batches: Sequence[SampleBatch]) -> None:
         """Queue committed batches (the writer's commit hook: an append, never a wait)."""
@@ -112,7 +120,8 @@ class RemoteWriter(Worker):
         self._ready.set()
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self._timeout_s, headers=HEADERS) as client:
+        headers = {"User-Agent": f"stepwatch/{__version__}", **self.wire.headers}
+        with httpx.Client(timeout=self._timeout_s, headers=headers) as client:
             while not self.stopping:
                 self._ready.wait()
                 self._ready.clear()
@@ -131,10 +140,10 @@ class RemoteWriter(Worker):
         sent or dropped."""
         sent = 0
         try:
-            for series, count in _requests(batch, self._per_send):
-                if self._send(client, compress(write_request(series))):
+            for body, count in self.wire.requests(batch, self._per_send):
+                if self._send(client, body):
                     sent += count
-        finally:  # whatever was not sent (refused, before 1970, a stop) is dropped
+        finally:  # whatever was not sent (refused, left out, a stop) is dropped
             with self._lock:
                 if self._pending and self._pending[0] is batch:
                     self._pending.popleft()
@@ -153,27 +162,33 @@ class RemoteWriter(Worker):
                     return True
                 if answer.status_code != 429 and answer.status_code < 500:
                     refused = answer.status_code, answer.text[:200]
-                    log.warning(
-                        "remote write to %s refused a request: %d %s", self.target, *refused
-                    )
+                    log.warning("%s to %s refused: %d %s", self.wire.name, self.target, *refused)
                     return False
                 why = f"{answer.status_code}"
             except httpx.HTTPError as exc:
                 why = type(exc).__name__
             with self._lock:
                 self._counts.retries += 1
-            log.debug("remote write to %s: %s; again in %.1f s", self.target, why, backoff)
+            log.debug("%s to %s: %s; again in %.1f s", self.wire.name, self.target, why, backoff)
             if self.pause(backoff):
                 return False
             backoff = min(2 * backoff, self._max_backoff_s)
 
 
-def _requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[list[TimeSeries], int]]:
+def _in_order(batch: SampleBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's samples grouped by series, each in time order: series, ts, value, and
+    where each series' run of samples starts."""
+    order = np.lexsort((batch.ts, batch.series))
+    series = batch.series[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(series)) + 1]
+    return series, batch.ts[order], batch.value[order], starts
+
+
+def _remote_write_requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[bytes, int]]:
     """The batch's series, their samples in time order, in requests of at most ``per_send``
     samples (a series longer than that split across them); samples before 1970 are left out
-    (remote write's milliseconds are not negative) and so counted dropped."""
-    order = np.lexsort((batch.ts, batch.series))
-    series, ts, value = batch.series[order], batch.ts[order], batch.value[order]
+    (remote write's milliseconds are not negative)."""
+    series, ts, value, _ = _in_order(batch)
     ts_ms = np.round(ts * 1000.0).astype(np.int64)
     keep = ts_ms >= 0
     series, ts_ms, value = series[keep], ts_ms[keep], value[keep]
@@ -187,15 +202,60 @@ def _requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[list[TimeSeri
             out.append(TimeSeries(labels, ts_ms[at : at + take], value[at : at + take]))
             count, at = count + take, at + take
             if count == per_send:
-                yield out, count
+                yield compress(write_request(out)), count
                 out, count = [], 0
     if out:
-        yield out, count
+        yield compress(write_request(out)), count
 
 
 def _labels(batch: SampleBatch, index: int) -> list[tuple[str, str]]:
     key = batch.keys[index]
-    labels = {prometheus_label(k): v for k, v in key.labels} | {
-        "__name__": prometheus_name(key.name)
-    }
-    return sorted(labels.items())
+    labels = {prometheus_label(k): v for k, v in key.labels}
+    return sorted((labels | {"__name__": prometheus_name(key.name)}).items())
+
+
+def _line_protocol_requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[bytes, int]]:
+    """The batch's samples as InfluxDB lines (``measurement,tag=v value=x ns``), up to
+    ``per_send`` a request; non-finite values are left out (a line cannot carry them)."""
+    series, ts, value, starts = _in_order(batch)
+    ends = np.r_[starts[1:], len(series)]
+    heads = {int(series[i]): _line_head(batch, int(series[i])) for i in starts.tolist()}
+    lines: list[str] = []
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        head = heads[int(series[lo])]
+        ns = np.round(ts[lo:hi] * 1e9).astype(np.int64).tolist()
+        for v, t in zip(value[lo:hi].tolist(), ns, strict=True):
+            if math.isfinite(v):
+                lines.append(f"{head} value={v!r} {t}")
+                if len(lines) == per_send:
+                    yield "\n".join(lines).encode(), len(lines)
+                    lines = []
+    if lines:
+        yield "\n".join(lines).encode(), len(lines)
+
+
+def _line_head(batch: SampleBatch, index: int) -> str:
+    """A series' measurement (its Prometheus name) and tags, escaped as line protocol asks."""
+    key = batch.keys[index]
+    tags = "".join(
+        f",{_escape(prometheus_label(k))}={_escape(v)}" for k, v in sorted(key.labels) if v
+    )
+    return _escape(prometheus_name(key.name)) + tags
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+
+
+REMOTE_WRITE = Wire(
+    "remote write",
+    {
+        "Content-Type": "application/x-protobuf",
+        "Content-Encoding": "snappy",
+        "X-Prometheus-Remote-Write-Version": "0.1.0",
+    },
+    _remote_write_requests,
+)
+LINE_PROTOCOL = Wire(
+    "line protocol", {"Content-Type": "text/plain; charset=utf-8"}, _line_protocol_requests
+)
