@@ -24,19 +24,15 @@ Prints figures; never passes or fails on time.
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
-import multiprocessing as mp
 import signal
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from _collector import free_port, start_collector
-from _senders import start_senders
+from _senders import Load, post_training, register_runs, start_senders
 
 from stepwatch.model import Run, SampleBatch, SeriesKey
 from stepwatch.predict import FinishedCurve, LrSchedule, ProjectLaw, fit_project_law, forecast_run
@@ -44,7 +40,6 @@ from stepwatch.server._forecasting import forecast_bounded
 from stepwatch.server._project_laws import LAW_RUNS
 from stepwatch.server._run_series import DEFAULT_BOUNDS, pick_series, whole_series
 from stepwatch.store import Store
-from stepwatch.wire import BINARY_CONTENT_TYPE, encode
 
 T0 = 1_780_000_000.0
 PLANNED = 2_000_000
@@ -138,67 +133,14 @@ def project_law(repeat: int) -> None:
         print(f"{planned:>18,} {_cpu(lambda: _project_law(planned), repeat)[0]:>8.2f}")  # noqa: B023
 
 
-@dataclass
-class Sent:
-    """What one sender got acknowledged."""
-
-    samples: int
-    end: float
-
-
-def _sender(
-    index: int, port: int, args: argparse.Namespace, go: mp.Event, results: mp.Queue
-) -> None:
-    """Post batches of the next ``args.steps`` steps of this sender's runs until time is up."""
-    runs = [r for r in range(args.runs) if r % args.senders == index]
-    names = ("train.loss", "train.lr", "train.step_time_s")
-    keys = [(n, {"run": f"run{r}", "rank": "0"}) for r in runs for n in names]
-    k, n = len(keys), args.steps
-    series = np.tile(np.arange(k, dtype=np.uint32), n)
-    rng = np.random.default_rng(index)
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    headers = {"Content-Type": BINARY_CONTENT_TYPE}
-    sent = Sent(0, 0.0)
-    go.wait()
-    deadline = time.monotonic() + args.seconds
-    seq = 0
-    while time.monotonic() < deadline:
-        seq += 1
-        step = np.repeat(np.arange((seq - 1) * n, seq * n, dtype=np.int64), k)
-        ts = T0 + step * STEP_S
-        value = 2.0 + 3.0 * (step + 10.0) ** -0.3 + rng.normal(0, 0.01, n * k)
-        frame = encode(f"sender{index}", seq, keys, value, ts, step, series)
-        conn.request("POST", "/api/v1/ingest", body=frame, headers=headers)
-        response = conn.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise SystemExit(f"sender {index}: HTTP {response.status}: {body[:200]!r}")
-        sent.samples += n * k if json.loads(body)["applied"] else 0
-    sent.end = time.monotonic()
-    conn.close()
-    results.put(sent)
-
-
-def _register(port: int, runs: int) -> None:
-    """The runs, running, each with a plan."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    for r in range(runs):
-        doc = {"id": f"run{r}", "project": "bench", "planned_total_steps": PLANNED, "start": T0}
-        conn.request("POST", "/api/v1/runs", body=json.dumps(doc),
-                     headers={"Content-Type": "application/json"})  # fmt: skip
-        response = conn.getresponse()
-        response.read()
-        assert response.status < 300, response.status
-    conn.close()
-
-
 def _ingest(args: argparse.Namespace, home: Path, interval: float) -> tuple[float, int]:
     """One collector on a fresh store: samples/s acknowledged, forecasts made."""
     port, store = free_port(), home / "store.duckdb"
     collector = start_collector(store, port, home / "collector.log", "--no-auth",
                                 "--forecast-interval", str(interval))  # fmt: skip
-    _register(port, args.runs)
-    go, results, senders = start_senders(_sender, args.senders, port, args)
+    register_runs(port, args.runs, T0, PLANNED)
+    load = Load(args.runs, args.senders, args.steps, args.seconds, T0, STEP_S)
+    go, results, senders = start_senders(post_training, args.senders, port, load)
     time.sleep(0.5)  # the senders build their columns before the clock starts
     start = time.monotonic()
     go.set()
