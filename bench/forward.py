@@ -9,9 +9,10 @@ Run: python bench/forward.py [--seconds 20 --rounds 2 --senders 4 --runs 50 --st
 2. End to end: concurrent sender processes post SWB batches of training metrics (loss, rate and
    step time of ``--runs`` running runs) to a real collector for ``--seconds``, once alone and
    once forwarding by remote write to Debian's Prometheus (its receiver on, started here on
-   loopback), ``--rounds`` times each, ABBA; samples/s acknowledged both ways and their
-   ratio; the collector process's CPU time per sample acknowledged (Prometheus runs on the
-   same cores: the ratio of ingest rates counts its work too); and how fast the samples
+   loopback, a fresh one each round), ``--rounds`` times each, ABBA; samples/s acknowledged
+   both ways and their ratio; the collector process's CPU time per sample acknowledged
+   (Prometheus runs on the same cores: the ratio of ingest rates counts its work too); and
+   how fast the samples
    reached Prometheus: forwarded samples/s (from the start to when none waited), the
    seconds after ingest ended until none waited, and what was dropped.
 Prints figures; never passes or fails on time.
@@ -104,9 +105,10 @@ def _figures(port: int) -> dict[str, float]:
     return out
 
 
-def _round(args: argparse.Namespace, home: Path, target: str | None) -> dict[str, float]:
-    """One collector on a fresh store, forwarding to ``target`` (or not)."""
+def _round(args: argparse.Namespace, home: Path, forward: bool) -> dict[str, float]:
+    """One collector on a fresh store, alone or forwarding to a fresh Prometheus."""
     port, store = free_port(), home / "store.duckdb"
+    prometheus, target = _prometheus(home / "prometheus") if forward else (None, None)
     extra = ("--remote-write", target) if target else ()
     collector = start_collector(store, port, home / "collector.log", "--no-auth",
                                 "--forecast-interval", "0", *extra)  # fmt: skip
@@ -132,6 +134,9 @@ def _round(args: argparse.Namespace, home: Path, target: str | None) -> dict[str
     out["cpu_us_per_sample"] = 1e6 * (used.user + used.system) / sum(s.samples for s in sent)
     collector.send_signal(signal.SIGTERM)
     collector.wait(timeout=300)
+    if prometheus is not None:
+        prometheus.send_signal(signal.SIGTERM)
+        prometheus.wait(timeout=60)
     return out
 
 
