@@ -11,8 +11,8 @@ from . import (  # noqa: F401  (they add the commands)
     _keys,
     _node,
     _recorded,
-    _rules_export,
     _tokens,
+    _tsdb,
 )
 from ._base import main
 

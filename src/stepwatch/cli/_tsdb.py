@@ -1,4 +1,5 @@
-"""`stepwatch rules export`: the built-in pack (and user rules) as another system's rule file."""
+"""Files for the monitoring stack a team already runs: `stepwatch rules export` (the rules as a
+Prometheus rule file) and `stepwatch export grafana` (boards over the forwarded samples)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import click
 
 from ._base import _clear_rule_errors
-from ._recorded import rules
+from ._recorded import export, rules
 
 
 @rules.command("export")
@@ -53,3 +54,21 @@ def rules_export(fmt: str, rule_paths: tuple[Path, ...], out_path: Path | None) 
         f"{len(exported.skipped)} not: " + ", ".join(a for a, _ in exported.skipped),
         err=True,
     )
+
+
+@export.command("grafana")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder to write the boards (dashboards/) and their provisioning file to.",
+)
+def export_grafana(out_dir: Path) -> None:
+    """Write Grafana boards over the samples the collector forwards by remote write (runs,
+    hardware, step time, synchronisation; data source, run and node as variables) and the
+    provisioning file that loads them (docs/prometheus.md)."""
+    from ..tsdb import write_grafana
+
+    for path in write_grafana(out_dir):
+        click.echo(str(path))
