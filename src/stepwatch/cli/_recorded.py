@@ -153,23 +153,51 @@ def export() -> None:
 
 
 @export.command("parquet")
-@click.argument("run_id")
+@click.argument("run_ids", nargs=-1, metavar="[RUN]...")
 @_store_option(exists=True)
 @click.option(
     "--out",
     "out_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Output file (default: RUN.parquet).",
+    help="Output file of one RUN (default: RUN.parquet).",
 )
+@click.option(
+    "--dataset",
+    "dataset",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write Hive-partitioned datasets (samples/, alerts/, gpus/, runs/, each "
+    "project=P/run=R/day=D/) of the RUNs, or of every run, under this folder.",
+)
+@click.option("--project", default=None, help="With --dataset: only this project's runs.")
 def export_parquet(
-    run_id: str, store_path: Path, out_path: Path | None, encryption_key: EncryptionKey | None
+    run_ids: tuple[str, ...],
+    store_path: Path,
+    out_path: Path | None,
+    dataset: Path | None,
+    project: str | None,
+    encryption_key: EncryptionKey | None,
 ) -> None:
-    """Write every sample of RUN to a Parquet file (one row a sample, never encrypted)."""
+    """Write every sample of RUN to a Parquet file (one row a sample, never encrypted); with
+    --dataset, the samples, alerts, GPUs and runs of RUNs (or of all, or of --project) as datasets
+    Spark, DuckDB and Polars read as they are (docs/fleet-analysis.md)."""
+    from .._text import plural
     from ..store import Store
 
+    if dataset is None and (len(run_ids) != 1 or project is not None):
+        raise click.UsageError("give one RUN (with --out), or --dataset DIR")
+    if dataset is not None and out_path is not None:
+        raise click.UsageError("--out is for one RUN's file; --dataset writes a folder")
     with _clear_errors(), Store(store_path, key=encryption_key) as store:
-        if store.get_run(run_id) is None:
-            raise click.ClickException(f"no run {run_id!r} in {store_path}")
+        unknown = [r for r in run_ids if store.get_run(r) is None]
+        if unknown:
+            raise click.ClickException(f"no run {unknown[0]!r} in {store_path}")
+        if dataset is not None:
+            rows = store.export_dataset(dataset, project, list(run_ids) or None)
+            said = ", ".join(plural(n, f"{table} row") for table, n in rows.items())
+            click.echo(f"wrote {dataset}: {said}")
+            return
+        (run_id,) = run_ids
         written = store.export_parquet(run_id, out_path or Path(f"{run_id}.parquet"))
     click.echo(f"wrote {written} ({os.path.getsize(written)} bytes)")

@@ -106,6 +106,57 @@ def latest(
     return [(int(s), float(t), int(st), float(v)) for s, t, st, v in rows]
 
 
+#: What each table of a dataset holds, its rows joined to their run's project; the Hive
+#: partitions (project, run, day) are the last three columns. A row of no run or project
+#: goes to the partition Hive reads as null.
+_DATASETS = {
+    "samples": """SELECT s.ts, c.name, s.value, s.step, c.node,
+            TRY_CAST(c.rank AS BIGINT) AS rank, TRY_CAST(c.gpu AS BIGINT) AS gpu, c.labels,
+            r.project, c.run, strftime(to_timestamp(s.ts), '%Y-%m-%d') AS day
+        FROM samples s JOIN series c ON s.series = c.id LEFT JOIN runs r ON r.id = c.run""",
+    "alerts": """SELECT a.ts, a.since, a.kind, a.severity, a.state, a.text, a.labels,
+            json_extract_string(a.labels, '$.node') AS node,
+            r.project, a.run, strftime(to_timestamp(a.ts), '%Y-%m-%d') AS day
+        FROM alert_state a LEFT JOIN runs r ON r.id = a.run""",
+    "gpus": """SELECT e.ts, json_extract_string(e.labels, '$.node') AS node,
+            TRY_CAST(json_extract_string(e.labels, '$.gpu') AS BIGINT) AS gpu,
+            json_extract_string(e.data, '$.name') AS model,
+            json_extract_string(e.data, '$.uuid') AS uuid,
+            TRY_CAST(json_extract(e.data, '$.memory_total_bytes') AS DOUBLE) AS memory_bytes,
+            r.project, e.run, strftime(to_timestamp(e.ts), '%Y-%m-%d') AS day
+        FROM events e LEFT JOIN runs r ON r.id = e.run WHERE e.kind = 'gpu_info'""",
+    "runs": """SELECT r.id AS run_id, r.name, r.status, r.start, r."end", r.planned_total_steps,
+            r.config, r.labels, r.project, r.id AS run,
+            strftime(to_timestamp(r.start), '%Y-%m-%d') AS day
+        FROM runs r""",
+}
+
+
+def export_dataset(
+    cur: duckdb.DuckDBPyConnection, out: Path, project: str | None, runs: list[str] | None
+) -> dict[str, int]:
+    """Samples, alerts, GPUs (the agents' gpu_info: model, UUID, memory) and runs as
+    Hive-partitioned Parquet datasets under ``out/<table>/``
+    (``project=P/run=R/day=YYYY-MM-DD/``), of one project and/or runs; rows written each."""
+    written = {}
+    for table, select in _DATASETS.items():
+        query = f"""SELECT * FROM ({select})
+            WHERE ($1::VARCHAR IS NULL OR project = $1)
+              AND ($2::VARCHAR[] IS NULL OR list_contains($2::VARCHAR[], run))"""
+        (count,) = cur.execute(f"SELECT count(*) FROM ({query})", [project, runs]).fetchone() or (
+            0,
+        )
+        written[table] = int(count)
+        if count:
+            out.mkdir(parents=True, exist_ok=True)
+            cur.execute(
+                f"""COPY ({query}) TO $3 (FORMAT parquet, COMPRESSION zstd,
+                    PARTITION_BY (project, run, day), OVERWRITE_OR_IGNORE)""",
+                [project, runs, str(out / table)],
+            )
+    return written
+
+
 def export_parquet(cur: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> None:
     """A run's samples, time ordered, with their series' columns, as one Parquet file."""
     # Numbered parameters: DuckDB 1.5 binds a ? after TO before those of the query.

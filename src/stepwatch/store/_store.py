@@ -401,6 +401,15 @@ class Store(SeriesQueries):
             _query.export_parquet(cur, run_id, path)
         return path
 
+    def export_dataset(
+        self, out: str | Path, project: str | None = None, runs: list[str] | None = None
+    ) -> dict[str, int]:
+        """Write samples, alerts, GPUs and runs (of ``project`` and/or ``runs``; all by default) as
+        Hive-partitioned Parquet datasets, ``out/<table>/project=P/run=R/day=D/``, that Spark,
+        DuckDB, Polars and pyarrow read as they are; the rows written of each table."""
+        with self._txn() as cur:
+            return _query.export_dataset(cur, Path(out), project, runs)
+
     def stats(self) -> dict[str, int]:
         """Sizes: samples, series, runs, events, records, rows not yet compacted, bytes on disk,
         series of runs held in memory."""
