@@ -12,6 +12,7 @@ Every sample ends counted once: sent or dropped; ``retries`` counts the requests
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -25,7 +26,7 @@ import numpy as np
 
 from .. import __version__
 from .._worker import Worker
-from ..model import SampleBatch
+from ..model import SampleBatch, SeriesKey
 from ._names import prometheus_label, prometheus_name
 from ._write_request import TimeSeries, compress, write_request
 
@@ -208,10 +209,15 @@ def _remote_write_requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[
         yield compress(write_request(out)), count
 
 
-def _labels(batch: SampleBatch, index: int) -> list[tuple[str, str]]:
-    key = batch.keys[index]
+def _labels(batch: SampleBatch, index: int) -> tuple[tuple[str, str], ...]:
+    return _prometheus_labels(batch.keys[index])
+
+
+@functools.lru_cache(maxsize=65_536)
+def _prometheus_labels(key: SeriesKey) -> tuple[tuple[str, str], ...]:
+    """A series' Prometheus labels, sorted, kept for its next batch."""
     labels = {prometheus_label(k): v for k, v in key.labels}
-    return sorted((labels | {"__name__": prometheus_name(key.name)}).items())
+    return tuple(sorted((labels | {"__name__": prometheus_name(key.name)}).items()))
 
 
 def _line_protocol_requests(batch: SampleBatch, per_send: int) -> Iterator[tuple[bytes, int]]:

@@ -14,6 +14,7 @@ same size and a series is one array operation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -46,11 +47,16 @@ def compress(body: bytes) -> bytes:
 
 
 def _series(one: TimeSeries) -> bytes:
-    labels = b"".join(
-        _field(1, _field(1, name.encode()) + _field(2, value.encode()))
-        for name, value in one.labels
-    )
+    labels = _labels(tuple(one.labels))
     return labels + _samples(np.asarray(one.ts_ms, np.int64), np.asarray(one.value, np.float64))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _labels(labels: tuple[tuple[str, str], ...]) -> bytes:
+    """A series' labels as fields, kept for the next batch of the same series."""
+    return b"".join(
+        _field(1, _field(1, name.encode()) + _field(2, value.encode())) for name, value in labels
+    )
 
 
 def _samples(ts_ms: np.ndarray, value: np.ndarray) -> bytes:
