@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import psutil
 
 from ..model import Event
+from ._pods import Pods
 from ._source import Reading, Sample
 
 __all__ = ["HostSource", "busy_percent", "counter_rate"]
@@ -93,6 +94,7 @@ class _Watch:
     report_exit: bool = True
     proc: Any = None
     cpu_before: tuple[float, float] | None = None  # (monotonic t, cpu seconds)
+    pod: dict[str, str] | None = None  # its pod's labels, once looked up
 
 
 class HostSource:
@@ -106,6 +108,8 @@ class HostSource:
         clock: monotonic seconds, for rates.
         children_every_s: how often the descendants of watched roots are looked up again
             (the only read that walks every process on the node).
+        pods: finds the Kubernetes pod, namespace and container of a watched process, whose
+            samples carry them as labels.
     """
 
     name = "host"
@@ -119,8 +123,10 @@ class HostSource:
         pids: Iterable[int] = (),
         clock: Callable[[], float] = time.monotonic,
         children_every_s: float = 5.0,
+        pods: Pods | None = None,
     ) -> None:
         self._ps = psutil_module
+        self._pods = pods or Pods()
         self.interval_s = interval_s
         self.paths = [fspath(p) for p in paths]
         self._clock = clock
@@ -293,7 +299,9 @@ class HostSource:
             self._fail(f"process {watch.pid}", f"process {watch.pid} unreadable: {exc!r}", now, out)
             return
         self._failing.discard(f"process {watch.pid}")
-        labels = {"pid": str(watch.pid)}
+        if watch.pod is None:
+            watch.pod = self._pods.of(watch.pid)
+        labels = {"pid": str(watch.pid), **watch.pod}
         out.samples.append(Sample("host.proc_rss_bytes", float(rss), labels))
         cpu = float(times.user + times.system)
         before, watch.cpu_before = watch.cpu_before, (t, cpu)
