@@ -1,6 +1,6 @@
 """Pod labels of a process, on recorded /proc and /var/log/containers trees: cgroup v1 and v2,
 the cgroupfs and systemd drivers, containerd, CRI-O and Docker; nothing outside Kubernetes;
-and the agent's process samples carry them."""
+the agent's process samples carry them, and so do the samples of a GPU it computes on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepwatch.collect import HostSource
+from stepwatch.collect import FakeGpu, FakeNvml, GpuSource, HostSource
 from stepwatch.collect._pods import Pods, container_id
 
 CID = "4b1d6c0f8e2a9d3b7c5e1f0a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c"
@@ -77,3 +77,17 @@ def test_the_agent_s_process_samples_carry_them(tmp_path: Path) -> None:
     assert labels["host.proc_rss_bytes"] == {
         "pid": str(me), "pod": "trainer-7f9c", "namespace": "ml-team", "container": "pytorch"
     }  # fmt: skip
+
+
+def test_a_gpu_s_samples_carry_the_pod_of_the_processes_on_it(tmp_path: Path) -> None:
+    me = os.getpid()
+    pods = _node(tmp_path, me, CGROUPS["v1 cgroupfs"])
+    nvml = FakeNvml([FakeGpu(pids=[me]), FakeGpu(pids=[])])
+    with GpuSource(nvml, pods=pods) as gpus:
+        reading = gpus.read(time.time())  # the first read is a slow one: it looks
+    by_gpu = {dict(s.labels)["gpu"]: dict(s.labels) for s in reading.samples
+              if s.name == "gpu.temp_c"}  # fmt: skip
+    assert by_gpu["0"] == {"gpu": "0", "pod": "trainer-7f9c", "namespace": "ml-team",
+                           "container": "pytorch"}  # fmt: skip
+    assert by_gpu["1"] == {"gpu": "1"}  # nothing runs on it
+    assert nvml.calls["nvmlDeviceGetComputeRunningProcesses"] == 2

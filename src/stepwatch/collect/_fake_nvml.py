@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
@@ -164,6 +165,10 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         self._device("nvmlDeviceGetUUID", handle)
         return f"GPU-fa4e0000-0000-4000-8000-{handle.index:012x}"
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
+        gpu, _ = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
+        return [SimpleNamespace(pid=pid, usedGpuMemory=gpu.mem_start_bytes) for pid in gpu.pids]
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         gpu, t = self._device("nvmlDeviceGetUtilizationRates", handle)

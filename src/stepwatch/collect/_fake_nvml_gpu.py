@@ -47,6 +47,8 @@ class FakeGpu:
     xids: list[tuple[float, int]] = field(default_factory=list)
     lost_at_s: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
+    #: Processes computing on it.
+    pids: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.power_period_s <= 0:

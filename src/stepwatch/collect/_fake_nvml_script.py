@@ -58,6 +58,12 @@ def _times(value: Any) -> list[float]:
     return [_number(v) for v in value]
 
 
+def _pids(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise TypeError("a list of process ids")
+    return [_integer(v) for v in value]
+
+
 def _xids(value: Any) -> list[tuple[float, int]]:
     if not isinstance(value, list) or not all(isinstance(v, list) and len(v) == 2 for v in value):
         raise TypeError("a list of [seconds, xid code] pairs")
@@ -87,6 +93,7 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "bool": _flag,
     "float | None": _optional_number,
     "list[float]": _times,
+    "list[int]": _pids,
     "list[tuple[float, int]]": _xids,
     "dict[str, int]": _errors,
 }

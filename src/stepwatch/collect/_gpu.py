@@ -20,6 +20,7 @@ from ..model import Event
 from ._fake_nvml import FakeNvml
 from ._gpu_device import Device, DeviceReader, ReadOut
 from ._gpu_xid import XID_MEANINGS, WaitFailed, XidWatcher
+from ._pods import Pods
 from ._source import Reading
 
 __all__ = ["GpuSource", "GpuUnavailable", "open_gpu"]
@@ -34,7 +35,8 @@ class GpuUnavailable(RuntimeError):
 
 
 class GpuSource:
-    """Samples every GPU NVML sees, labelled ``{"gpu": index}``; meets the Source protocol.
+    """Samples every GPU NVML sees, labelled ``{"gpu": index}`` (and, on Kubernetes, the pod of
+    the processes on it); meets the Source protocol.
 
     Args:
         nvml: the ``pynvml`` module, or a ``FakeNvml``.
@@ -42,6 +44,8 @@ class GpuSource:
         slow_interval_s: seconds between slow queries (PCIe, NVLink).
         node_clock: monotonic seconds; times the slow schedule, rates and XID events.
         xid_wait_ms: how long the XID thread waits per call, which bounds ``close``.
+        pods: finds the Kubernetes pod of the processes on each GPU (at each slow read),
+            whose labels the GPU's samples then carry.
 
     Raises:
         GpuUnavailable: NVML does not start, or sees no GPU.
@@ -57,6 +61,7 @@ class GpuSource:
         slow_interval_s: float = 10.0,
         node_clock: Callable[[], float] = time.monotonic,
         xid_wait_ms: int = 500,
+        pods: Pods | None = None,
     ) -> None:
         if interval_s <= 0 or slow_interval_s <= 0 or xid_wait_ms <= 0:
             raise ValueError("interval_s, slow_interval_s and xid_wait_ms must be > 0")
@@ -64,7 +69,7 @@ class GpuSource:
         self._nvml, self._clock = nvml, node_clock
         count, self.driver_version = self._start()
         self._devices = [Device(i, handle=self._handle(i)) for i in range(count)]
-        self._reader = DeviceReader(nvml, self.driver_version)
+        self._reader = DeviceReader(nvml, self.driver_version, pods)
         handles = {d.index: d.handle for d in self._devices if d.handle is not None}
         self._xid = XidWatcher.open(nvml, handles, node_clock, xid_wait_ms)
         for dev in self._devices:

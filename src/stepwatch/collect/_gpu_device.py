@@ -13,6 +13,7 @@ from typing import Any
 
 from ..model import Event
 from ._gpu_queries import FIELDS, KIB, QUERIES, Query, field_number
+from ._pods import Pods
 from ._source import Sample
 
 __all__ = ["Device", "DeviceReader", "ReadOut"]
@@ -52,10 +53,12 @@ class Device:
     unsupported: set[str] = field(default_factory=set)
     failing: dict[str, int] = field(default_factory=dict)
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: The Kubernetes pod, namespace and container of the processes on it (one pod's).
+    pod: dict[str, str] = field(default_factory=dict)
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"gpu": str(self.index)}
+        return {"gpu": str(self.index), **self.pod}
 
     @property
     def available(self) -> bool:
@@ -83,8 +86,9 @@ def _present(nvml: Any, names: tuple[str, ...]) -> list[Any]:
 class DeviceReader:
     """Reads devices through ``nvml`` (pynvml or a fake), one code path for both."""
 
-    def __init__(self, nvml: Any, driver_version: str) -> None:
+    def __init__(self, nvml: Any, driver_version: str, pods: Pods | None = None) -> None:
         self._nvml, self._error = nvml, nvml.NVMLError
+        self._pods = pods or Pods()
         self.driver_version = driver_version
         self._functions = {q.key: _present(nvml, q.functions) for q in QUERIES}
         self._functions["fields"] = _present(nvml, ("nvmlDeviceGetFieldValues",))
@@ -105,6 +109,8 @@ class DeviceReader:
                 if slow or not query.slow:
                     values.update(self._query(dev, query, out))
             values.update(self._read_fields(dev, out, slow))
+            if slow:
+                self._find_pod(dev, out)
             if not dev.info_sent:
                 self._info(dev, out, values.get("gpu.mem_total_bytes"))
         except _Down:
@@ -198,6 +204,18 @@ class DeviceReader:
             driver_version=self.driver_version,
             xid_events=dev.xid_events,
         )
+
+    def _find_pod(self, dev: Device, out: ReadOut) -> None:
+        """Label the GPU with the pod of the processes computing on it, as the DCGM exporter
+        does: one pod's; none when it runs none, or several pods' (a shared GPU)."""
+        fn = getattr(self._nvml, "nvmlDeviceGetComputeRunningProcesses", None)
+        if fn is None or "processes" in dev.unsupported:
+            return
+        running = self._call(dev, "processes", fn, dev.handle, out=out)
+        if isinstance(running, _Miss):
+            return
+        found = {tuple(sorted(self._pods.of(int(p.pid)).items())) for p in running}
+        dev.pod = dict(found.pop()) if len(found) == 1 else {}
 
     def _text(self, dev: Device, key: str, fn: Any, out: ReadOut) -> str:
         answer = self._call(dev, key, fn, dev.handle, out=out)
