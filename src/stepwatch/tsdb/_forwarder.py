@@ -110,7 +110,8 @@ class Forwarder(Worker):
                     self._pending.append(batch)
                     self._counts.pending += len(batch)
             while self._counts.pending > self._max_pending and len(self._pending) > 1:
-                self._dropped(self._pending.popleft())
+                self._dropped(self._pending[1])  # the oldest waiting: the first is in flight
+                del self._pending[1]
         self._ready.set()
 
     def _dropped(self, batch: SampleBatch) -> None:
