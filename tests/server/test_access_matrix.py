@@ -79,6 +79,7 @@ ROUTES: dict[str, Rule] = {
     "POST /api/v1/actions/{action_id}/reject": Rule("operate"),
     "GET /api/v1/audit": Rule("read", other=None),
     "GET /api/v1/audit/head": Rule("read", 403, other=None),  # for tokens of every project
+    "GET /api/v1/fleet": Rule("read", other=None),
     "GET /api/v1/series": Rule("read", other=None),
     "GET /api/v1/query/raw": Rule("read"),  # the other project's series id: 404
     "GET /api/v1/query/downsample": Rule("read"),

@@ -159,6 +159,18 @@ def _server_url(ctx: click.Context, param: click.Parameter, value: str | None) -
     )
 
 
+def _broker_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--transport`` must name a broker: ``amqp://`` or ``amqps://``."""
+    from .._redact import redact_url
+    from ..wire import is_broker_url
+
+    if value is None or is_broker_url(value):
+        return value
+    raise click.ClickException(
+        f"--transport: a broker URL starts with amqp:// or amqps://, got {redact_url(value)}"
+    )
+
+
 @contextmanager
 def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
     """SIGTERM (systemd, Kubernetes, `kill`) stops as cleanly as Ctrl-C."""

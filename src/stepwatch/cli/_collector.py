@@ -13,14 +13,23 @@ if TYPE_CHECKING:
     from .._encryption import EncryptionKey
 
 from ._base import (
+    _broker_url,
     _clear_errors,
     _clear_rule_errors,
     _notify_option,
     _rules_option,
+    _server_url,
     _stop_on_sigterm,
     _store_option,
     main,
 )
+
+
+def _fleet_default(name: str) -> Any:
+    """A fleet constant, read when the command runs (the broker client is slow to import)."""
+    from .. import fleet
+
+    return getattr(fleet, name)
 
 
 def _collector_default(field: str) -> Callable[[], Any]:
@@ -164,6 +173,49 @@ def _collector_default(field: str) -> Callable[[], Any]:
     help="Forward every sample stored to this InfluxDB write endpoint by line protocol "
     "(http://host:8086/write?db=stepwatch; repeatable), as --remote-write does.",
 )
+@click.option(
+    "--broker",
+    envvar="STEPWATCH_BROKER",
+    default=None,
+    callback=_broker_url,
+    metavar="URL",
+    help="Also read batches from this RabbitMQ broker (amqp://user:password@host:5672/), "
+    "sharing its partitions with the other collectors reading it (env STEPWATCH_BROKER; "
+    "docs/scaling.md).",
+)
+@click.option(
+    "--broker-partitions",
+    default=lambda: _fleet_default("DEFAULT_PARTITIONS"),
+    show_default="16",
+    type=click.IntRange(1, 4096),
+    help="Streams the broker holds batches in; set once for a fleet.",
+)
+@click.option(
+    "--broker-retention",
+    default="1GiB",
+    show_default=True,
+    metavar="SIZE",
+    help="What each partition keeps for a collector taking it over (RabbitMQ stream length).",
+)
+@click.option(
+    "--broker-max-age",
+    default="7D",
+    show_default=True,
+    metavar="AGE",
+    help="How long each partition keeps batches (RabbitMQ's units: 12h, 7D).",
+)
+@click.option(
+    "--collector-id",
+    default=None,
+    help="This collector's name in its fleet [default: host name:port]; unique per fleet.",
+)
+@click.option(
+    "--advertise-url",
+    default=None,
+    callback=_server_url,
+    metavar="URL",
+    help="Where the fleet's other collectors reach this one [default: the URL it listens on].",
+)
 def server(
     store_path: Path,
     encryption_key: EncryptionKey | None,
@@ -173,15 +225,24 @@ def server(
     retention: str | None,
     max_store_bytes: str | None,
     store_memory: str | None,
+    broker: str | None,
+    broker_partitions: int,
+    broker_retention: str,
+    broker_max_age: str,
     **settings: Any,
 ) -> None:
     """Run the collector: ingest, store, detection, query API, web page and /metrics."""
+    from .._sizes import parse_size
+    from ..fleet import BrokerLayout
     from ..server import CollectorOptions, ServerTls, serve, store_limits, store_memory_limit
 
     with _clear_rule_errors(), _clear_errors():
         kept, cap = store_limits(retention, max_store_bytes)
         if store_memory is not None:
             settings["store_memory_bytes"] = store_memory_limit(store_memory)
+        if broker is not None:
+            kept_bytes = parse_size(broker_retention)
+            settings["broker"] = BrokerLayout(broker, broker_partitions, kept_bytes, broker_max_age)
         options = CollectorOptions(
             key=encryption_key,
             tls=ServerTls.of(tls_cert, tls_key, tls_client_ca),

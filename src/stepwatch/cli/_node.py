@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..collect import AgentOptions
 
 from ._base import (
+    _broker_url,
     _clear_errors,
     _client_tls,
     _encryption_option,
@@ -45,6 +46,15 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             default=None,
             callback=_server_url,
             help="Collector URL (env STEPWATCH_SERVER).",
+        ),
+        click.option(
+            "--transport",
+            envvar="STEPWATCH_TRANSPORT",
+            default=None,
+            callback=_broker_url,
+            metavar="URL",
+            help="Publish batches to this RabbitMQ broker instead of the collector, e.g. "
+            "amqp://user:password@host:5672/ (env STEPWATCH_TRANSPORT; docs/scaling.md).",
         ),
         click.option("--token", envvar="STEPWATCH_TOKEN", default=None),
         click.option("--node", default=None, help="Node label [default: host name]."),

@@ -44,6 +44,8 @@ class AgentOptions:
     node: str = field(default_factory=socket.gethostname)
     run_id: str | None = None
     server: str | None = None
+    #: A broker (``amqp://``) the batches go to instead of ``server``.
+    transport: str | None = None
     token: str | None = None
     tls: ClientTls = field(default_factory=ClientTls)
     spool_root: Path = field(default_factory=default_spool_root)
@@ -116,6 +118,7 @@ def open_agent(
         source,
         labels,
         server=options.server,
+        transport=options.transport,
         token=options.token,
         tls=options.tls,
         run=None if run is None else (lambda: run),

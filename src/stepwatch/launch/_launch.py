@@ -111,6 +111,8 @@ def _child_env(options: AgentOptions) -> dict[str, str]:
     )
     if options.token:
         env["STEPWATCH_TOKEN"] = options.token
+    if options.transport:  # the command's batches take the launcher's broker
+        env["STEPWATCH_TRANSPORT"] = options.transport
     if options.encryption_key:  # the command's SDK seals with the launcher's key
         env.pop(ENV_KEY_FILE, None)
         env[ENV_KEY] = options.encryption_key.secret.hex()

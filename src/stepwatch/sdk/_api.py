@@ -30,6 +30,7 @@ def init(
     planned_total_steps: int | None = None,
     heartbeat_s: float | None = 5.0,
     tls: ClientTls | None = None,
+    transport: str | None = None,
 ) -> Run:
     """Start logging a run and make it the current one.
 
@@ -59,6 +60,9 @@ def init(
         tls: for an ``https://`` server, the CA to trust and the client certificate of mutual
             TLS; default env ``STEPWATCH_CA_FILE``, ``STEPWATCH_CLIENT_CERT``,
             ``STEPWATCH_CLIENT_KEY``, else the system's CAs.
+        transport: a RabbitMQ broker the batches go to instead of the server
+            (``amqp://user:password@host:5672/vhost``; docs/scaling.md); default env
+            ``STEPWATCH_TRANSPORT``. The server, when given, still carries training control.
     """
     run = Run(
         project=project,
@@ -75,6 +79,7 @@ def init(
         planned_total_steps=planned_total_steps,
         heartbeat_s=heartbeat_s,
         tls=tls,
+        transport=transport,
     )
     _current[:] = [run]
     return run

@@ -25,11 +25,14 @@ _ENV_LABELS = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_
 #: Set to 0 (or false, no) to leave orphaned spools under the spool root to `stepwatch sync`.
 ENV_SHIP_ORPHANS = "STEPWATCH_SHIP_ORPHANS"
 _NO = ("0", "false", "no")
+#: A broker (``amqp://``) the batches go to instead of the collector.
+ENV_TRANSPORT = "STEPWATCH_TRANSPORT"
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What init() resolved: the run id, where and how to send, where to spool, the labels,
+    """What init() resolved: the run id, where and how to send (the collector; a broker the
+    batches go to instead), where to spool, the labels,
     the key that seals the spool (None: plain), the spool's cap (None: none), and whether
     orphaned spools under the root are shipped."""
 
@@ -42,6 +45,7 @@ class Settings:
     key: EncryptionKey | None = None
     max_spool_bytes: int | None = None
     ship_orphans: bool = True
+    transport: str | None = None
 
 
 def _run_id(given: str | None, environ: Mapping[str, str], wall: Callable[[], float]) -> str:
@@ -88,6 +92,7 @@ def resolve(
     wall: Callable[[], float],
     tls: ClientTls | None = None,
     max_spool_bytes: int | None = None,
+    transport: str | None = None,
 ) -> Settings:
     """Resolve init()'s arguments against the environment (read now, never at import)."""
     rid = _run_id(run_id, environ, wall)
@@ -103,6 +108,7 @@ def resolve(
         tls=tls or ClientTls.from_env(environ),
         max_spool_bytes=_spool_cap(max_spool_bytes, environ, root),
         ship_orphans=environ.get(ENV_SHIP_ORPHANS, "").strip().lower() not in _NO,
+        transport=transport or environ.get(ENV_TRANSPORT) or None,
     )
 
 

@@ -16,12 +16,12 @@ from ..model import Run as RunRecord
 from ..spool import (
     ClientTls,
     Connect,
-    HttpClient,
     OrphanShipper,
     Sealer,
     Sender,
     Spool,
     SpoolLock,
+    open_transport,
     remove_delivered,
     remove_run_dir,
 )
@@ -44,6 +44,7 @@ class Pipeline:
         source: the producer's source id (batches are numbered per source).
         labels: labels of the producer's own series (dropped samples, heartbeat).
         server, token, tls, connect: where and how to ship; no server means spool only.
+        transport: a broker (``amqp://``) the batches go to instead of ``server``.
         run: the run record the sender creates on the collector first (None: no run).
         flush_interval_s, flush_samples: flush every interval, or sooner once this many wait.
         max_spool_bytes: the spool's cap (None: none); past it new batches are dropped, counted.
@@ -63,6 +64,7 @@ class Pipeline:
         server: str | None,
         token: str | None = None,
         tls: ClientTls | None = None,
+        transport: str | None = None,
         run: Callable[[], RunRecord] | None = None,
         flush_interval_s: float = 1.0,
         flush_samples: int = 50_000,
@@ -79,10 +81,11 @@ class Pipeline:
         self.source, self._wall, self._flush_samples = source, wall, flush_samples
         self.table, self._buffer = SeriesTable(), Buffer()
         # the clients first: a bad URL or TLS file is refused before the spool's lock is held
-        client = HttpClient(server, token, tls=tls, connect=connect) if server else None
+        to = transport or server
+        client = open_transport(to, token, tls=tls, connect=connect) if to else None
         orphan_client = None
-        if server and orphans is not None:
-            orphan_client = HttpClient(server, token, tls=tls, connect=connect)
+        if to and orphans is not None:
+            orphan_client = open_transport(to, token, tls=tls, connect=connect)
         self._lock = _own(spool_dir)
         self.spool = Spool(spool_dir, max_bytes=max_spool_bytes, sealer=sealer)
         self.sender: Sender | None = None

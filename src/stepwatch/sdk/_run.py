@@ -72,6 +72,7 @@ class Run:
         planned_total_steps: int | None = None,
         heartbeat_s: float | None = 5.0,
         tls: ClientTls | None = None,
+        transport: str | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         hostname: str | None = None,
@@ -91,6 +92,7 @@ class Run:
             wall=wall_clock,
             tls=tls,
             max_spool_bytes=max_spool_bytes,
+            transport=transport,
         )
         self.id, self.server, self.labels = settings.run_id, settings.server, settings.labels
         self.token = settings.token  # for other clients of the collector (training control)
@@ -127,6 +129,7 @@ class Run:
             server=settings.server,
             token=settings.token,
             tls=settings.tls,
+            transport=settings.transport,
             run=lambda: self._record,
             flush_interval_s=flush_interval_s,
             flush_samples=flush_samples,
@@ -287,11 +290,11 @@ class Run:
             said += f", {lost:,} dropped (the spool at {self.spool_dir} was full)"
         if delivered:
             said += ", all delivered"
-        elif self.server is None:
+        elif self.server is None and self._pipeline.sender is None:
             said += f"; offline: `stepwatch sync {where} --server URL` uploads it"
         else:
             said += f"; the rest waits in {where} for the next stepwatch process on this node"
-        quiet = not lost and (delivered or self.server is None)
+        quiet = not lost and (delivered or self._pipeline.sender is None)
         log.log(logging.INFO if quiet else logging.WARNING, "stepwatch: %s", said)
 
     def __enter__(self) -> Run:

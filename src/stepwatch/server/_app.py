@@ -29,6 +29,7 @@ from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
+from ._fleet_api import FleetSlot, fleet_router
 from ._forecast import forecast_router
 from ._forecasting import ForecastWorker
 from ._guards import Guards
@@ -208,6 +209,7 @@ def create_app(
         max_json_bytes=options.max_json_bytes,
         own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
     )
+    app.state.fleet = fleet = FleetSlot()  # the broker intake, once the collector listens
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     app.state.readiness = readiness = Readiness(
@@ -226,6 +228,7 @@ def create_app(
         readiness,
         clock,
         forwards,
+        fleet,
     )
     include(app, _probes(readiness))
     include(app, metrics_router(metrics_registry(parts), public=options.metrics_public))
@@ -247,6 +250,7 @@ def create_app(
     include(app, silences_router(detection.silences, store))
     include(app, actions_router(detection.remediation, scope))
     include(app, audit_router(scope))
+    include(app, fleet_router(fleet))
     include(app, query_router(scope))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

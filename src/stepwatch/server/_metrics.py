@@ -37,6 +37,7 @@ from ..model import DROPPED_SAMPLES
 from ..store import Store
 from ..tsdb import Forwarder
 from ._auth import PUBLIC, need
+from ._fleet_api import FleetSlot
 from ._ingest import WIRE_FORMATS, IngestStats
 from ._readiness import Readiness
 from ._writer import GroupWriter
@@ -105,6 +106,7 @@ class Parts:
     readiness: Readiness
     clock: Callable[[], float] = time.time
     forwarders: Sequence[Forwarder] = ()
+    fleet: FleetSlot | None = None
 
 
 def _counter(
@@ -139,6 +141,7 @@ class Figures(Collector):
             self._playbooks,
             self._store,
             self._forwarding,
+            self._broker,
         ):
             try:
                 yield from family()
@@ -170,6 +173,28 @@ class Figures(Collector):
         for key, c in sorted(counts.items()):
             family.add_metric(list(key), c.pending)
         yield family
+
+    def _broker(self) -> Iterator[Metric]:
+        intake = self.parts.fleet.intake if self.parts.fleet else None
+        if intake is None:
+            return
+        yield _counter(
+            "stepwatch_broker_messages_total",
+            "Messages read from the broker: taken (stored, or a duplicate), refused for good "
+            "(a wrong token or body, dropped) or retried (the collector could not take it yet).",
+            ("outcome",),
+            {o.value: n for o, n in intake.counts().items()},
+        )
+        yield _gauge(
+            "stepwatch_broker_partitions_read",
+            "Partitions of the broker this collector reads now.",
+            len(intake.reading()),
+        )
+        yield _gauge(
+            "stepwatch_fleet_members",
+            "Collectors heard on the broker lately, this one included.",
+            len(intake.members.alive()),
+        )
 
     def _about(self) -> Iterator[Metric]:
         yield InfoMetricFamily(

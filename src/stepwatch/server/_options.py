@@ -17,6 +17,7 @@ from ._guards import DEFAULT_MAX_JSON_BYTES, HostAllowList
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
     from .._tls import ServerTls
+    from ..fleet import BrokerLayout
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -64,6 +65,10 @@ class CollectorOptions:
             for the runs list (0: never; their ETA is then the naive one).
         remote_write: Prometheus remote-write receivers every committed sample is forwarded to.
         influx_write: InfluxDB write endpoints every committed sample is forwarded to.
+        broker: read this collector's share of a broker's partitions (None: HTTP only).
+        collector_id: this collector's name in its fleet (default: host name and port).
+        advertise_url: where the other collectors of the fleet reach this one's API
+            (default: the URL it listens on).
     """
 
     host: str = "127.0.0.1"
@@ -89,6 +94,9 @@ class CollectorOptions:
     forecast_interval_s: float = DEFAULT_FORECAST_INTERVAL_S
     remote_write: tuple[str, ...] = ()
     influx_write: tuple[str, ...] = ()
+    broker: BrokerLayout | None = None
+    collector_id: str | None = None
+    advertise_url: str | None = None
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""
@@ -108,6 +116,11 @@ class CollectorOptions:
                 f"{self.store_memory_bytes} bytes"
             )
         self.hosts()  # a wrong allowed host name too
+        if self.broker is not None and self.tls is not None:
+            raise ValueError(
+                "--broker with --tls-cert is not supported: the broker intake hands batches to "
+                "the collector over plain HTTP on its own address"
+            )
 
     @property
     def requires_auth(self) -> bool:

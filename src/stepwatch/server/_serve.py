@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -24,6 +25,9 @@ from ._notifications import load_config, served_at
 from ._options import DEFAULT_OPTIONS, CollectorOptions
 
 __all__ = ["ServerThread", "serve"]
+
+if TYPE_CHECKING:
+    from ..fleet import BrokerIntake, BrokerLayout
 
 log = logging.getLogger("stepwatch.server")
 
@@ -84,6 +88,8 @@ class ServerThread:
         self.admin_token_file: Path | None = None
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Reads this collector's share of the broker (``--broker``), once it listens.
+        self.intake: BrokerIntake | None = None
         self._server: _Uvicorn | None = None
         self.url = ""
 
@@ -159,6 +165,12 @@ class ServerThread:
             self.stop()
             raise RuntimeError(f"the collector on {o.host} failed to start (see the log)")
         self.url = url
+        if o.broker is not None:
+            try:
+                self.intake = app.state.fleet.intake = _intake(o, o.broker, url, self._store_path)
+            except BaseException:
+                self.stop()
+                raise
 
     def request_stop(self) -> None:
         """Ask the server to shut down (safe from a signal handler); ``stop`` waits for it."""
@@ -181,6 +193,9 @@ class ServerThread:
         """Shut down gracefully: finish requests, drain the ingest queue, compact, close store."""
         if self._thread is None:
             return
+        if self.intake is not None:  # what it holds goes in before the server stops
+            self.intake.stop()
+            self.intake = None
         self.request_stop()
         self._thread.join()
         self._thread = None
@@ -194,6 +209,17 @@ class ServerThread:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _intake(o: CollectorOptions, layout: BrokerLayout, url: str, store: Path) -> BrokerIntake:
+    """Start reading this collector's share of the broker's partitions."""
+    from ..fleet import BrokerIntake, LocalCollector, Member
+
+    member = Member(
+        o.collector_id or f"{socket.gethostname()}:{url.rsplit(':', 1)[1]}", o.advertise_url or url
+    )
+    offsets = store.with_name(store.name + ".broker-offsets.json")
+    return BrokerIntake(layout, member, offsets, LocalCollector(url)).start()
 
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)

@@ -1,5 +1,5 @@
-"""The durable spool of batches and the sender that ships it to the collector (stdlib only;
-sealing with an encryption key needs ``cryptography``).
+"""The durable spool of batches and the sender that ships it to the collector, or to a broker
+(stdlib only; sealing with an encryption key needs ``cryptography``, a broker ``pika``).
 
 Every batch is framed, checksummed (sealed, with a key) and fsync'ed to an append-only
 segment before any network I/O; the sender resumes from the acked position after a
@@ -23,6 +23,7 @@ from ._sender import Sender
 from ._ship import REJECTED_DIR, ShipStats
 from ._spool import Position, Spool, has_unsent
 from ._sync import SyncResult, sync
+from ._transport import Transport, open_transport
 
 __all__ = [
     "DEFAULT_CAP_BYTES",
@@ -48,8 +49,10 @@ __all__ = [
     "SpoolKeyError",
     "SpoolLock",
     "SyncResult",
+    "Transport",
     "TransportError",
     "has_unsent",
+    "open_transport",
     "read_run",
     "remove_delivered",
     "remove_run_dir",

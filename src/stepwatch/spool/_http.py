@@ -88,15 +88,17 @@ class HttpClient:
 
     def post(self, path: str, body: bytes, content_type: str) -> Response:
         """Send one request; raise TransportError when no answer came back."""
-        return self._request("POST", path, body, {"Content-Type": content_type})
+        return self.request("POST", path, body, {"Content-Type": content_type})
 
     def get(self, path: str) -> Response:
         """Read one resource (``path`` with its query string); TransportError as ``post``."""
-        return self._request("GET", path, None, {})
+        return self.request("GET", path, None, {})
 
-    def _request(
+    def request(
         self, method: str, path: str, body: bytes | None, extra: dict[str, str]
     ) -> Response:
+        """Send one request with ``extra`` headers (over the client's own; TransportError as
+        ``post``)."""
         headers = {**self._headers, **extra}
         try:
             if self._conn is None:

@@ -18,11 +18,11 @@ from pathlib import Path
 from .._periodic import Periodic
 from ._backoff import Backoff
 from ._cleanup import sweep_run
-from ._http import HttpClient
 from ._seal import Sealer, SpoolKeyError
 from ._ship import ShipStats
 from ._spool import has_unsent
 from ._sync import Retrier, run_dirs, ship_run
+from ._transport import Transport
 
 __all__ = ["OrphanShipper"]
 
@@ -52,7 +52,7 @@ class OrphanShipper:
     def __init__(
         self,
         root: Path,
-        client: HttpClient,
+        client: Transport,
         sealer: Sealer | None = None,
         *,
         rescan_s: float | None = None,

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 from ..model import Run
 from ._backoff import Backoff
-from ._http import AuthError, HttpClient, TransportError
+from ._http import AuthError, TransportError
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool
+from ._transport import Transport
 
 __all__ = ["Sender"]
 
@@ -34,7 +35,7 @@ class Sender:
     def __init__(
         self,
         spool: Spool,
-        client: HttpClient,
+        client: Transport,
         run: Callable[[], Run] | None,
         *,
         backoff: Backoff | None = None,

@@ -17,9 +17,11 @@ from typing import Any
 from urllib.parse import quote
 
 from ..model import Run
-from ._http import AuthError, HttpClient, Response, TransportError
+from ..wire import RUNS_PATH
+from ._http import AuthError, Response, TransportError
 from ._meta import finish_payload, run_payload
 from ._spool import Position, Spool
+from ._transport import Transport
 
 __all__ = [
     "BATCH_CONTENT_TYPE",
@@ -32,7 +34,6 @@ __all__ = [
 
 BATCH_CONTENT_TYPE = "application/x-stepwatch-batch"
 INGEST_PATH = "/api/v1/ingest"
-RUNS_PATH = "/api/v1/runs"
 #: Where batches the collector called malformed are kept (a spool of their own, never acked).
 REJECTED_DIR = "rejected"
 #: The statuses with which the collector blames the request body itself.
@@ -90,7 +91,7 @@ def _refusal(response: Response, url: str) -> str | None:
 class Shipper:
     """Sends a spool's unacknowledged records in order and moves its acked position."""
 
-    def __init__(self, spool: Spool, client: HttpClient, stats: ShipStats | None = None) -> None:
+    def __init__(self, spool: Spool, client: Transport, stats: ShipStats | None = None) -> None:
         self.spool = spool
         self.client = client
         self.stats = stats if stats is not None else ShipStats()
@@ -125,14 +126,14 @@ class Shipper:
         )
 
 
-def _post_record(client: HttpClient, path: str, body: dict[str, Any], what: str) -> None:
+def _post_record(client: Transport, path: str, body: dict[str, Any], what: str) -> None:
     """Post a run's record; one the collector calls malformed is logged, not fatal."""
     refusal = _refusal(client.post_json(path, body), client.url)
     if refusal is not None:
         log.error("%s rejected by the collector (%s)", what, refusal)
 
 
-def create_run(client: HttpClient, run: Run, *, live: bool = True) -> None:
+def create_run(client: Transport, run: Run, *, live: bool = True) -> None:
     """Create or update the run on the collector. A spool shipped after its writer is gone
     (not ``live``) says no status: its run file says "running" for a killed writer, and a run
     the collector knows has ended must not start running again (``finish_run`` says how it
@@ -143,7 +144,7 @@ def create_run(client: HttpClient, run: Run, *, live: bool = True) -> None:
     _post_record(client, RUNS_PATH, payload, f"run {run.id!r}")
 
 
-def finish_run(client: HttpClient, run: Run) -> None:
+def finish_run(client: Transport, run: Run) -> None:
     """Record how the run ended, if it has ended."""
     body = finish_payload(run)
     if body is not None:

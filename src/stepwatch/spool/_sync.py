@@ -16,12 +16,13 @@ from pathlib import Path
 from .._text import plural
 from .._tls import ClientTls, tls_hint
 from ._backoff import Backoff
-from ._http import AuthError, Connect, HttpClient, TransportError
+from ._http import AuthError, Connect, TransportError
 from ._lock import SpoolLock
 from ._meta import NODE_SPOOL, RUN_FILE, read_run
 from ._seal import Sealer
 from ._ship import Shipper, ShipStats, create_run, finish_run
 from ._spool import Spool, has_unsent
+from ._transport import Transport, open_transport
 
 __all__ = ["Retrier", "SyncResult", "run_dirs", "ship_run", "sync"]
 
@@ -150,7 +151,7 @@ def _claim(run_dir: Path, sealer: Sealer | None, stack: ExitStack) -> tuple[list
 
 
 def ship_run(
-    run_dir: Path, client: HttpClient, stats: ShipStats, retry: Retrier, sealer: Sealer | None
+    run_dir: Path, client: Transport, stats: ShipStats, retry: Retrier, sealer: Sealer | None
 ) -> tuple[int, int, bool]:
     """Create the run, ship each of its sources, record its end; return the batches left unsent,
     the spools left alone because another process holds them, and whether all of it (the end
@@ -198,7 +199,7 @@ def sync(
     says how to trust an ``https://`` server (and the client certificate for mutual TLS).
     """
     dirs = run_dirs(Path(path))
-    client = HttpClient(server, token, tls=tls, connect=connect)
+    client = open_transport(server, token, tls=tls, connect=connect)
     stats = ShipStats()
     started = monotonic()
     retry = Retrier(backoff or Backoff(), started + timeout_s, monotonic, sleep)

@@ -1,0 +1,21 @@
+"""Several collectors as one fleet behind a RabbitMQ broker: the streams batches wait in, who
+reads which partition, and reading it into this collector (``stepwatch server --broker``)."""
+
+from ._assign import owned_by, owner
+from ._deliver import LocalCollector
+from ._intake import BrokerIntake
+from ._layout import DEFAULT_PARTITIONS, BrokerLayout, LayoutError
+from ._members import Member
+from ._partition import Outcome
+
+__all__ = [
+    "DEFAULT_PARTITIONS",
+    "BrokerIntake",
+    "BrokerLayout",
+    "LayoutError",
+    "LocalCollector",
+    "Member",
+    "Outcome",
+    "owned_by",
+    "owner",
+]
