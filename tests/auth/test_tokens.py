@@ -3,7 +3,9 @@ and the same after the store is reopened."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +104,23 @@ def test_the_first_admin_token_is_made_once(store: Store, tmp_path: Path) -> Non
     who = book.verify(path.read_text().strip())
     assert who.role == Role.ADMIN and who.projects is None
     assert ensure_admin_token(book, path) is None
+
+
+def test_a_token_another_collector_made_is_adopted_and_a_revocation_never_undone(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "a.duckdb") as a_store, Store(tmp_path / "b.duckdb") as b_store:
+        here, there = TokenBook(a_store), TokenBook(b_store)
+        told: list[Any] = []
+        here.on_change.append(told.append)
+        record, secret = here.create("viewer", ["p"], name="roaming")
+        assert told == [record]
+        assert there.adopt(record) and not there.adopt(record)
+        assert there.verify(secret).name == "roaming"
+        revoked = here.revoke("roaming")
+        assert told[-1] == revoked and there.adopt(revoked)
+        assert not there.adopt(record)  # the older word comes again: still revoked
+        with pytest.raises(TokenRefused, match="revoked"):
+            there.verify(secret)
+        assert not there.adopt(replace(revoked, revoked=None))
+        assert TokenBook(b_store).tokens()[0].revoked is not None  # kept in the store

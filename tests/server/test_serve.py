@@ -94,8 +94,10 @@ def test_sigterm_shuts_the_process_down_cleanly(server) -> None:
 
 def test_public_api() -> None:
     assert sorted(stepwatch.server.__all__) == [
+        "CALLER_HEADER",
         "CollectorOptions",
         "DEFAULT_MAX_BODY_BYTES",
+        "HOP_HEADER",
         "HostAllowList",
         "ServerThread",
         "ServerTls",

@@ -66,6 +66,8 @@ class TokenBook:
         self._by_hash: dict[str, _Lookup] = {}
         for record in store.tokens():
             self._remember(record)
+        #: Told of each token made or revoked here (the fleet passes them on); keep it cheap.
+        self.on_change: list[Callable[[TokenRecord], None]] = []
 
     def _remember(self, record: TokenRecord) -> None:
         projects = None if record.projects == (ALL_PROJECTS,) else frozenset(record.projects)
@@ -112,6 +114,7 @@ class TokenBook:
                 raise TokenError(f"a token named {name!r} exists already; revoke it first")
             self._store.put_token(record)
             self._remember(record)
+        self._tell(record)
         return record, secret
 
     def _values(self) -> list[_Lookup]:
@@ -147,7 +150,25 @@ class TokenBook:
             revoked = replace(live[0], revoked=self._clock())
             self._store.put_token(revoked)
             self._remember(revoked)
+        self._tell(revoked)
         return revoked
+
+    def _tell(self, record: TokenRecord) -> None:
+        for hook in self.on_change:
+            hook(record)
+
+    def adopt(self, record: TokenRecord) -> bool:
+        """Keep a token another collector of the fleet made or revoked (its hash, never its
+        secret); a revocation is never undone. Returns whether anything changed."""
+        with self._lock:
+            known = self._by_hash.get(record.hash)
+            if known is not None:
+                if known.record.revoked is not None or record.revoked is None:
+                    return False  # as known already, or revoked here: stays so
+                record = replace(known.record, revoked=record.revoked)
+            self._store.put_token(record)
+            self._remember(record)
+        return True
 
     def tokens(self) -> list[TokenRecord]:
         """Every token, oldest first (no secrets: only their hashes are kept)."""

@@ -25,6 +25,18 @@ from ._base import (
 )
 
 
+def _fleet_key(path: Path | None) -> Any:
+    """The key in ``path`` (None: none); a bad one is one line."""
+    if path is None:
+        return None
+    from ..fleet import FleetKey
+
+    try:
+        return FleetKey.from_file(path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _fleet_default(name: str) -> Any:
     """A fleet constant, read when the command runs (the broker client is slow to import)."""
     from .. import fleet
@@ -208,6 +220,18 @@ def _collector_default(field: str) -> Callable[[], Any]:
     "--collector-id",
     default=None,
     help="This collector's name in its fleet [default: host name:port]; unique per fleet.",
+)
+@click.option(
+    "--fleet-key-file",
+    "fleet_key",
+    envvar="STEPWATCH_FLEET_KEY_FILE",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, value: _fleet_key(value),
+    metavar="PATH",
+    help="The fleet's shared secret (32+ bytes; the same file on every collector reading the "
+    "broker): tokens made on one collector open all of them, and a request about a run another "
+    "collector holds is answered by it for the same caller (env STEPWATCH_FLEET_KEY_FILE).",
 )
 @click.option(
     "--advertise-url",

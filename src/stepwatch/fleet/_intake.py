@@ -24,6 +24,7 @@ from ..spool import Backoff
 from ..wire import FLEET_EXCHANGE, HEADER_PATH, HEADER_TOKEN, partition_of
 from ._assign import owned_by, owner
 from ._layout import BrokerLayout, LayoutError, declare
+from ._ledger import LEDGER_STREAM, Ledger
 from ._members import BEAT_S, Member, Members
 from ._offsets import OffsetBook
 from ._partition import Delivery, Outcome, PartitionReader
@@ -54,6 +55,7 @@ class BrokerIntake:
         member: this collector's id and the URL its API answers on.
         offsets: the file the read positions are kept in (beside the store).
         deliver: hands a message to this collector.
+        ledger: the records collectors tell each other (None: none, without a fleet key).
         listen_s: how long to hear the fleet before claiming partitions, so a collector that
             joins does not reach for the others' partitions first.
     """
@@ -65,6 +67,7 @@ class BrokerIntake:
         offsets: Path,
         deliver: Delivery,
         *,
+        ledger: Ledger | None = None,
         listen_s: float = 2 * BEAT_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -74,6 +77,7 @@ class BrokerIntake:
         self.members = Members(member, monotonic)
         self.offsets = OffsetBook(offsets)
         self._deliver, self._listen_s, self._monotonic = deliver, listen_s, monotonic
+        self.ledger = ledger
         self._readers: dict[int, PartitionReader] = {}
         self._retired: list[PartitionReader] = []  # stopping: their message in hand goes in
         self._settled: Counter[Outcome] = Counter()  # what readers now gone counted
@@ -150,15 +154,32 @@ class BrokerIntake:
             inbox = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
             channel.queue_bind(inbox, FLEET_EXCHANGE)
             channel.basic_consume(inbox, self._heard, auto_ack=True)
+            told = self._open_ledger(conn)
             while not self._stop.is_set():
                 me = Member(self.members.me.id, self.members.me.url, self.reading())
                 self.members.me = me
                 channel.basic_publish(FLEET_EXCHANGE, "", me.encode())
+                if self.ledger is not None:
+                    self.ledger.publish(told)
                 self._rebalance()
                 conn.process_data_events(time_limit=BEAT_S)
         finally:
             if conn.is_open:
                 conn.close()
+
+    def _open_ledger(self, conn: Any) -> Any:
+        """Read the ledger from its start (again on each connection: applying is idempotent);
+        the channel records are published on, with the broker's confirmation."""
+        if self.ledger is None:
+            return None
+        reading = conn.channel()
+        reading.basic_qos(prefetch_count=256)
+        reading.basic_consume(
+            LEDGER_STREAM, self.ledger.read, arguments={"x-stream-offset": "first"}
+        )
+        told = conn.channel()
+        told.confirm_delivery()
+        return told
 
     def _heard(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
         try:

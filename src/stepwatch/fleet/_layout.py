@@ -13,6 +13,7 @@ from typing import Any
 import pika.exceptions
 
 from ..wire import FLEET_EXCHANGE, partition_stream
+from ._ledger import LEDGER_BYTES, LEDGER_STREAM
 
 __all__ = ["DEFAULT_PARTITIONS", "BrokerLayout", "LayoutError", "declare"]
 
@@ -52,6 +53,8 @@ def declare(channel: Any, layout: BrokerLayout) -> None:
             "fleet takes the same --broker-partitions"
         )
     channel.exchange_declare(FLEET_EXCHANGE, "fanout", durable=True)
+    ledger = {"x-queue-type": "stream", "x-max-length-bytes": LEDGER_BYTES}
+    channel.queue_declare(LEDGER_STREAM, durable=True, arguments=ledger)
     arguments = {
         "x-queue-type": "stream",
         "x-max-length-bytes": layout.retention_bytes,

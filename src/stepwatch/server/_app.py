@@ -30,6 +30,7 @@ from ._dashboard import dashboard_router
 from ._detection import Detection
 from ._errors import COMMON_ERRORS, error_responses, install_error_handlers, refusals_as_sent
 from ._fleet_api import FleetSlot, fleet_router
+from ._fleet_proxy import FleetProxy
 from ._forecast import forecast_router
 from ._forecasting import ForecastWorker
 from ._guards import Guards
@@ -201,15 +202,16 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.guard = Guard(tokens)
+    app.state.guard = guard = Guard(tokens, fleet_key=options.fleet_key)
+    app.state.fleet = fleet = FleetSlot()  # the broker intake, once the collector listens
     install_error_handlers(app)
+    app.add_middleware(FleetProxy, slot=fleet, guard=guard)  # inside the guards
     app.add_middleware(
         Guards,
         hosts=options.hosts(),
         max_json_bytes=options.max_json_bytes,
         own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
     )
-    app.state.fleet = fleet = FleetSlot()  # the broker intake, once the collector listens
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
     app.state.readiness = readiness = Readiness(

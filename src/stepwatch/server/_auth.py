@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
@@ -20,7 +21,11 @@ from ..auth import ANONYMOUS, Identity, Permission, TokenBook, TokenRefused, tok
 from ._errors import ApiError
 from ._sessions import SESSION_COOKIE, SessionBook
 
+if TYPE_CHECKING:
+    from ..fleet import FleetKey
+
 __all__ = [
+    "CALLER_HEADER",
     "PUBLIC",
     "Admin",
     "Guard",
@@ -36,6 +41,10 @@ __all__ = [
 
 #: Header a signed-in page sends with every state-changing request (the session's secret).
 CSRF_HEADER = "x-csrf-token"
+#: Another collector of the fleet vouching for the caller of a request it passed on.
+CALLER_HEADER = "x-stepwatch-caller"
+#: How long such a word holds (the collectors' clocks may differ by this much).
+CALLER_TTL_S = 60.0
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -45,6 +54,9 @@ class Guard:
 
     tokens: TokenBook | None
     sessions: SessionBook = field(default_factory=SessionBook)
+    #: Vouches for callers another collector of the fleet identified (None: no fleet).
+    fleet_key: FleetKey | None = None
+    clock: Callable[[], float] = time.time
 
     @property
     def enabled(self) -> bool:
@@ -54,6 +66,9 @@ class Guard:
         """The caller's identity; 401 when auth is on and the request proves none."""
         if self.tokens is None:
             return ANONYMOUS
+        vouched = request.headers.get(CALLER_HEADER)
+        if vouched is not None and self.fleet_key is not None:
+            return self._by_hash(self._vouched(request, vouched))
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and given.strip():
             return self._verify(given.strip())
@@ -66,6 +81,39 @@ class Guard:
             if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
                 raise ApiError(403, f"missing or wrong {CSRF_HEADER} header for this session")
         return self._by_hash(session.token_hash)
+
+    def caller(self, request: Request) -> str | None:
+        """What another collector is told of this request's caller: the caller's token hash,
+        the time and a signature of both with the request (None with auth off). The caller is
+        identified here first (401, 403 for a session's missing CSRF header)."""
+        if self.tokens is None or self.fleet_key is None:
+            return None
+        self.identify(request)
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and given.strip():
+            token_hash = token_digest(given.strip())
+        else:
+            session = self.sessions.get(request.cookies.get(SESSION_COOKIE, ""))
+            assert session is not None  # identify() refused a request without one
+            token_hash = session.token_hash
+        now = f"{self.clock():.3f}"
+        signature = self.fleet_key.sign(*_vouched_for(token_hash, now, request))
+        return f"{token_hash}.{now}.{signature}"
+
+    def _vouched(self, request: Request, vouched: str) -> str:
+        """The token hash a fleet member vouches for; 401 unless its signature holds for this
+        very request within ``CALLER_TTL_S``."""
+        assert self.fleet_key is not None
+        token_hash, _, rest = vouched.partition(".")
+        stamp, _, signature = rest.rpartition(".")
+        try:
+            fresh = abs(self.clock() - float(stamp)) <= CALLER_TTL_S
+        except ValueError:
+            fresh = False
+        signed = self.fleet_key.verify(signature, *_vouched_for(token_hash, stamp, request))
+        if not (fresh and signed):
+            raise _refuse("the fleet's word for this caller did not hold")
+        return token_hash
 
     def _verify(self, secret: str) -> Identity:
         assert self.tokens is not None
@@ -86,6 +134,12 @@ class Guard:
         identity = self._verify(secret)
         sid, session = self.sessions.open(token_digest(secret))
         return identity, sid, session.csrf
+
+
+def _vouched_for(token_hash: str, stamp: str, request: Request) -> tuple[str, ...]:
+    """What a fleet member's word covers: the caller, the time, and this very request."""
+    query = request.url.query
+    return token_hash, stamp, request.method, request.url.path + (f"?{query}" if query else "")
 
 
 def _refuse(message: str) -> ApiError:

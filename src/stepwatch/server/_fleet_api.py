@@ -22,6 +22,11 @@ class FleetSlot:
 
     intake: BrokerIntake | None = None
 
+    def owner(self, run: str) -> str | None:
+        """The id of the member that reads ``run``'s partition now (None: unknown)."""
+        found = self.intake.owner_of(run) if self.intake else None
+        return found.id if found else None
+
 
 def fleet_router(slot: FleetSlot) -> APIRouter:
     """The fleet route over ``slot``."""

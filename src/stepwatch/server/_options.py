@@ -17,7 +17,7 @@ from ._guards import DEFAULT_MAX_JSON_BYTES, HostAllowList
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
     from .._tls import ServerTls
-    from ..fleet import BrokerLayout
+    from ..fleet import BrokerLayout, FleetKey
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -69,6 +69,8 @@ class CollectorOptions:
         collector_id: this collector's name in its fleet (default: host name and port).
         advertise_url: where the other collectors of the fleet reach this one's API
             (default: the URL it listens on).
+        fleet_key: the fleet's shared secret: tokens made on one collector open every one,
+            and a request passed to the collector that holds its run keeps its caller.
     """
 
     host: str = "127.0.0.1"
@@ -97,6 +99,7 @@ class CollectorOptions:
     broker: BrokerLayout | None = None
     collector_id: str | None = None
     advertise_url: str | None = None
+    fleet_key: FleetKey | None = None
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""
@@ -120,6 +123,11 @@ class CollectorOptions:
             raise ValueError(
                 "--broker with --tls-cert is not supported: the broker intake hands batches to "
                 "the collector over plain HTTP on its own address"
+            )
+        if self.broker is not None and self.requires_auth and self.fleet_key is None:
+            raise ValueError(
+                "--broker with tokens needs --fleet-key-file: the same key on every collector "
+                "of the fleet makes their tokens one set (`openssl rand -hex 32 > fleet.key`)"
             )
 
     @property

@@ -24,15 +24,26 @@ Labels = Annotated[list[str] | None, Query(description="label filter key:value, 
 Limit = Annotated[int | None, Query(ge=1, le=MAX_INT64)]
 
 
+#: A series id is its collector's: in a fleet, the run takes the request to the collector that
+#: holds it (and a series of another run is unknown).
+SeriesRun = Annotated[
+    str | None,
+    Query(description="the series' run: in a fleet, the request goes to the run's collector"),
+]
+
+
 def _series_json(info: SeriesInfo) -> dict[str, Any]:
     return {"id": info.id, "name": info.key.name, "labels": dict(info.key.labels)}
 
 
-def _lookup(scope: Scope, who: Identity, series_id: int) -> SeriesInfo:
-    """The series with this id, or 404 (a series of another project's run included)."""
+def _lookup(scope: Scope, who: Identity, series_id: int, run: str | None) -> SeriesInfo:
+    """The series with this id (of ``run``, when given), or 404 (a series of another project's
+    run included)."""
     info = scope.store.series_info(series_id)
     if info is None or not scope.sees(who, dict(info.key.labels)):
         raise ApiError(404, f"unknown series {series_id}")
+    if run is not None and info.key.label("run") != run:
+        raise ApiError(404, f"unknown series {series_id} of run {run!r}")
     return info
 
 
@@ -93,9 +104,10 @@ class _Queries:
         start: float | None = None,
         end: float | None = None,
         limit: Limit = None,
+        run: SeriesRun = None,
     ) -> JSON:
         """Every sample of one series in [start, end], in time order."""
-        info = _lookup(self.scope, who, series)
+        info = _lookup(self.scope, who, series, run)
         time_range(start, end)
         data = self.store.raw(series, start, end, limit)
         return JSON({**_series_json(info), **_columns(data)})
@@ -107,9 +119,10 @@ class _Queries:
         start: float | None = None,
         end: float | None = None,
         points: int = 1000,
+        run: SeriesRun = None,
     ) -> JSON:
         """Min/max/last/count per bucket, about ``points`` buckets over the range."""
-        info = _lookup(self.scope, who, series)
+        info = _lookup(self.scope, who, series, run)
         n = check_points(points)
         span = _extent(self.store, [info], start, end)
         data = self.store.downsample(series, *span, n) if span else _EMPTY_DOWNSAMPLE

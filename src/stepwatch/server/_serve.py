@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import signal
@@ -11,14 +12,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from ..act import NotifyConfig, Playbooks, load_playbooks
 from ..auth import TokenBook, admin_token_path, ensure_admin_token
 from ..detect import RuleFiles, builtin_rules
-from ..store import Store
+from ..store import Store, TokenRecord
 from ._app import create_app
 from ._auth import is_loopback
 from ._notifications import load_config, served_at
@@ -167,7 +168,8 @@ class ServerThread:
         self.url = url
         if o.broker is not None:
             try:
-                self.intake = app.state.fleet.intake = _intake(o, o.broker, url, self._store_path)
+                self.intake = _intake(o, o.broker, url, self._store_path, tokens)
+                app.state.fleet.intake = self.intake
             except BaseException:
                 self.stop()
                 raise
@@ -211,15 +213,30 @@ class ServerThread:
         self.stop()
 
 
-def _intake(o: CollectorOptions, layout: BrokerLayout, url: str, store: Path) -> BrokerIntake:
-    """Start reading this collector's share of the broker's partitions."""
-    from ..fleet import BrokerIntake, LocalCollector, Member
+def _intake(
+    o: CollectorOptions, layout: BrokerLayout, url: str, store: Path, tokens: TokenBook | None
+) -> BrokerIntake:
+    """Start reading this collector's share of the broker's partitions; with the fleet key,
+    tell the fleet of this collector's tokens, and keep those the others tell of."""
+    from ..fleet import BrokerIntake, Ledger, LocalCollector, Member
 
     member = Member(
         o.collector_id or f"{socket.gethostname()}:{url.rsplit(':', 1)[1]}", o.advertise_url or url
     )
+    ledger = None
+    if o.fleet_key is not None and tokens is not None:
+        ledger = Ledger(o.fleet_key, member.id, lambda kind, doc: _told(tokens, kind, doc))
+        tokens.on_change.append(lambda record: ledger.tell("token", dataclasses.asdict(record)))
+        for record in tokens.tokens():  # made before this start, or offline
+            ledger.tell("token", dataclasses.asdict(record))
     offsets = store.with_name(store.name + ".broker-offsets.json")
-    return BrokerIntake(layout, member, offsets, LocalCollector(url)).start()
+    return BrokerIntake(layout, member, offsets, LocalCollector(url), ledger=ledger).start()
+
+
+def _told(tokens: TokenBook, kind: str, doc: dict[str, Any]) -> None:
+    """A record of the fleet's ledger: a token another collector made or revoked."""
+    if kind == "token":
+        tokens.adopt(TokenRecord(**{**doc, "projects": tuple(doc["projects"])}))
 
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
