@@ -192,6 +192,8 @@ class Run:
             values.append(value if type(value) is float else as_float(key, value))
         if step is None:
             stamp = NO_STEP if self.current_step is None else self.current_step
+        elif type(step) is int and step >= 0:
+            stamp = step  # what as_step returns for it, without its checks
         else:
             stamp = as_step(step)
         self._pipeline.append(series, values, self._wall(), stamp)

@@ -10,6 +10,7 @@ Installing is idempotent, and the original comes back when the last listener lea
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,8 +41,9 @@ def _install() -> None:
     ) -> torch.Tensor:
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
         total = current(params, *args, **kwargs)
+        norm_type = _norm_type(args, kwargs)
         for listener in tuple(_listeners):
-            listener(params, _norm_type(args, kwargs), total)
+            listener(params, norm_type, total)
         return total
 
     setattr(clip_grad_norm_, _ORIGINAL, current)
@@ -68,6 +70,11 @@ def listen(listener: ClipListener) -> Callable[[], None]:
     return stop
 
 
-def covers(clipped: list[torch.Tensor], watched: Iterable[torch.Tensor]) -> bool:
-    """Whether a clip call's parameters include every watched one (so its norm is theirs)."""
+def covers(clipped: list[torch.Tensor], watched: list[torch.Tensor]) -> bool:
+    """Whether a clip call's parameters include every watched one (so its norm is theirs).
+
+    The usual call passes the very same parameters in the same order: that is checked first,
+    without building a set each step."""
+    if len(clipped) == len(watched) and all(map(operator.is_, clipped, watched)):
+        return True
     return set(map(id, clipped)).issuperset(map(id, watched))

@@ -119,15 +119,19 @@ class Recorder:
 
         The device's allocator counters, when it has them, are added with its labels.
         """
-        fetch = self._device.fetch
+        device = self._device
+        fetch = device.fetch
         fetched = {name: fetch(value) for name, value in values.items()}
         more = [({n: fetch(v) for n, v in vals.items()}, labels) for vals, labels in labelled or ()]
-        memory = self._device.memory()
+        memory = device.memory()
         if memory is not None:
             more.append(memory)
-        done = self._device.mark()
-        self._pending.append(_Pending(step, marks, fetched, more, tokens, done))
-        self.drain()
+        item = _Pending(step, marks, fetched, more, tokens, device.mark())
+        if not self._pending and device.ready(item.done):
+            self._log(item)  # the host's case: nothing to queue
+        else:
+            self._pending.append(item)
+            self.drain()
 
     def drain(self, wait: bool = False) -> None:
         """Log the ready steps; ``wait`` for all of them (and, when too many queue, the oldest)."""
@@ -144,9 +148,9 @@ class Recorder:
     def _log(self, item: _Pending) -> None:
         if self._run.finished:
             return
-        values = item.values
+        values = item.values  # the recorder's own dict (built in submit)
         if item.marks is not None:
-            values = {**values, **item.marks.timings(self._device)}
+            values.update(item.marks.timings(self._device))
             took = values.get("train.step_time_s")
             if item.tokens is not None and isinstance(took, float) and took > 0:
                 values["train.tokens_per_s"] = item.tokens / took

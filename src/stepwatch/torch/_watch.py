@@ -55,6 +55,7 @@ class Watcher:
         self._timeline, self._recorder = Timeline(self._device), Recorder(run, self._device)
         self._leader = run.labels.get("rank", "0") == "0"
         self._clip_norm: torch.Tensor | None = None
+        self._params: list[torch.Tensor] | None = None  # the step's, once looked up
         self._before: list[torch.Tensor] | None = None
         self._values: dict[str, object] = {}
         self._labelled: Labelled = []
@@ -80,13 +81,14 @@ class Watcher:
 
     def _on_clip(self, params: list[torch.Tensor], norm_type: float, total: torch.Tensor) -> None:
         if self._leader and self._logged() and norm_type == 2.0:
-            if covers(params, trainable([self._optimizer])):
+            self._params = trainable([self._optimizer])
+            if covers(params, self._params):
                 self._clip_norm = total
 
     def _before_step(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         if not (self._leader and self._logged()):
             return
-        params = trainable([optimizer])
+        params = self._params if self._params is not None else trainable([optimizer])
         norm = self._clip_norm if self._clip_norm is not None else grad_norm(params)
         lrs, self._labelled = learning_rates([optimizer])
         self._values = {"train.grad_norm": norm, **lrs}
@@ -99,7 +101,7 @@ class Watcher:
             self._submit(marks, optimizer)
         else:
             self._recorder.drain()
-        self._clip_norm, self._before = None, None
+        self._clip_norm, self._params, self._before = None, None, None
         self.step += 1
 
     def _submit(self, marks: StepMarks, optimizer: torch.optim.Optimizer) -> None:
