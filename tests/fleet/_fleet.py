@@ -24,15 +24,16 @@ WAIT_S = 60.0
 
 TRAINER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import stepwatch
     broker, spool, steps, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    nan_step = int(os.environ.get("NAN_STEP", "-1"))
     runs = [stepwatch.init(project=sys.argv[5], run_id=r, transport=broker, dir=spool,
                            labels={"rank": 0, "node": "n0"}, flush_interval_s=0.05)
             for r in sys.argv[6:]]
     for i in range(steps):
         for run in runs:
-            run.log({"loss": 1.0 / (i + 1)}, step=i)
+            run.log({"loss": float("nan") if i == nan_step else 1.0 / (i + 1)}, step=i)
         time.sleep(pause)
     for run in runs:
         run.finish(timeout_s=120)
@@ -56,12 +57,14 @@ def train(
     pause: float,
     project: str = "fleet",
     token: str | None = None,
+    nan_step: int = -1,
 ) -> Any:
-    """A trainer logging ``steps`` losses to each of ``runs`` through the broker, then
-    finishing them."""
+    """A trainer logging ``steps`` losses to each of ``runs`` through the broker (NaN at
+    ``nan_step``), then finishing them."""
     args = [sys.executable, "-c", TRAINER, broker.url, str(spool), str(steps), str(pause),
             project, *runs]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEPWATCH_")}
+    env["NAN_STEP"] = str(nan_step)
     if token is not None:
         env["STEPWATCH_TOKEN"] = token
     return subprocess.Popen(

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from _rabbitmq import Broker
-from conftest import CollectorFactory
+from conftest import Collector, CollectorFactory
 
+from stepwatch.server import HOP_HEADER
 from stepwatch.wire import partition_of
 
 from ._fleet import (
@@ -77,15 +79,17 @@ def test_a_killed_collector_s_runs_are_taken_over_whole(
     broker: Broker, collector_factory: CollectorFactory, tmp_path: Path
 ) -> None:
     """Its partitions go to the other collector within seconds, which reads them from the start
-    of the stream: the run ends there complete, each step once."""
+    of the stream: the run ends there complete, each step once, and its detection goes on there
+    (the NaN loss c0 alerted on is c1's alert too, once)."""
     c0 = collector_factory(extra_args=fleet_args(broker, "c0"))
     c1 = collector_factory(extra_args=fleet_args(broker, "c1"))
     eventually(lambda: balanced([c0, c1]), "the two collectors to share the partitions")
     doomed, kept = run_of(["c0", "c1"], "c0", "doomed"), run_of(["c0", "c1"], "c1", "kept")
     steps = 1500
-    trainer = train(broker, tmp_path / "spool", [doomed, kept], steps, 0.002)
+    trainer = train(broker, tmp_path / "spool", [doomed, kept], steps, 0.002, nan_step=50)
     eventually(lambda: len(stored_steps(c0, doomed)) > 100, "c0 to store the run it owns")
     assert not stored_steps(c1, doomed, here=True)
+    eventually(lambda: _nan_alerts(c0, doomed), "c0 to alert on the NaN loss")
     c0.kill()
     killed = time.monotonic()
     partition = partition_of(doomed, PARTITIONS)
@@ -95,6 +99,16 @@ def test_a_killed_collector_s_runs_are_taken_over_whole(
     finished(trainer)
     complete(c1, doomed, steps)
     complete(c1, kept, steps)
+    assert len(eventually(lambda: _nan_alerts(c1, doomed), "c1's alert")) == 1
+
+
+def _nan_alerts(collector: Collector, run: str) -> list[dict[str, Any]]:
+    """The alerts on ``run``'s non-finite loss ``collector`` holds itself."""
+    asked = {"run": run, "state": "all"}
+    found = httpx.get(
+        f"{collector.url}/api/v1/alerts", params=asked, headers={HOP_HEADER: "1"}, timeout=10
+    ).json()
+    return [a for a in found if a["kind"] == "nonfinite"]
 
 
 def test_a_message_with_a_wrong_token_is_refused_and_changes_nothing(

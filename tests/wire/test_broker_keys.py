@@ -11,6 +11,7 @@ from stepwatch.model import Event, SampleBatch, SeriesKey
 from stepwatch.wire import (
     BINARY_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
+    Route,
     encode_batch,
     is_broker_url,
     partition_of,
@@ -36,16 +37,16 @@ def _batch(labels: dict[str, str], events: list[Event] | None = None) -> bytes:
 
 def test_a_run_s_record_end_and_batches_share_one_key() -> None:
     record = json.dumps({"id": "run-7", "project": "p"}).encode()
-    assert routing_key("/api/v1/runs", record, JSON_CONTENT_TYPE) == ("run-7", 0)
-    assert routing_key("/api/v1/runs/run-7/finish", b"{}", JSON_CONTENT_TYPE) == ("run-7", 0)
+    assert routing_key("/api/v1/runs", record, JSON_CONTENT_TYPE) == Route("run-7")
+    assert routing_key("/api/v1/runs/run-7/finish", b"{}", JSON_CONTENT_TYPE) == Route("run-7")
     batch = _batch({"run": "run-7", "rank": "0"})
-    assert routing_key("/api/v1/ingest", batch, BINARY_CONTENT_TYPE) == ("run-7", 1)
+    assert routing_key("/api/v1/ingest", batch, BINARY_CONTENT_TYPE) == Route("run-7", 1, "src-1")
 
 
 def test_a_batch_of_no_run_is_keyed_by_its_source() -> None:
-    assert routing_key("/api/v1/ingest", _batch({"node": "n0"}), BINARY_CONTENT_TYPE)[0] == "src-1"
+    assert routing_key("/api/v1/ingest", _batch({"node": "n0"}), BINARY_CONTENT_TYPE).key == "src-1"
     tagged = _batch({"node": "n0"}, [Event(1.7e9, "log", "hi", {"run": "r9"})])
-    assert routing_key("/api/v1/ingest", tagged, BINARY_CONTENT_TYPE)[0] == "r9"
+    assert routing_key("/api/v1/ingest", tagged, BINARY_CONTENT_TYPE).key == "r9"
 
 
 def test_what_cannot_be_keyed_is_an_error() -> None:

@@ -21,30 +21,31 @@ import pika.exceptions
 
 from .._redact import redact_url
 from ..spool import Backoff
-from ..wire import FLEET_EXCHANGE, HEADER_PATH, HEADER_TOKEN, partition_of
+from ..wire import FLEET_EXCHANGE, HEADER_PATH, HEADER_SOURCE, HEADER_TOKEN, partition_of
 from ._assign import owned_by, owner
 from ._layout import BrokerLayout, LayoutError, declare
 from ._ledger import LEDGER_STREAM, Ledger
 from ._members import BEAT_S, Member, Members
 from ._offsets import OffsetBook
-from ._partition import Delivery, Outcome, PartitionReader
+from ._partition import Addressed, Delivery, Outcome, PartitionReader
 
 __all__ = ["BrokerIntake", "addressed"]
 
 log = logging.getLogger("stepwatch.fleet")
 
 
-def addressed(headers: dict[str, Any]) -> tuple[str, str | None] | None:
-    """A message's API path and token; None for a message stepwatch did not publish."""
-    path = headers.get(HEADER_PATH)
-    if isinstance(path, bytes):
-        path = path.decode()
-    if not isinstance(path, str) or not path.startswith("/api/v1/"):
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return value if isinstance(value, str) else None
+
+
+def addressed(headers: dict[str, Any]) -> Addressed | None:
+    """A message's API path, token and source; None for a message stepwatch did not publish."""
+    path = _text(headers.get(HEADER_PATH))
+    if path is None or not path.startswith("/api/v1/"):
         return None
-    token = headers.get(HEADER_TOKEN)
-    if isinstance(token, bytes):
-        token = token.decode()
-    return path, token if isinstance(token, str) else None
+    return Addressed(path, _text(headers.get(HEADER_TOKEN)), _text(headers.get(HEADER_SOURCE)))
 
 
 class BrokerIntake:

@@ -16,6 +16,7 @@ import pika.exceptions
 from .._redact import redact_url
 from ..wire import (
     HEADER_PATH,
+    HEADER_SOURCE,
     HEADER_TOKEN,
     WireError,
     partition_of,
@@ -57,16 +58,18 @@ class BrokerClient:
         """Publish one request's body; answer 200 once the broker confirmed it, 400 when the
         body cannot be keyed (malformed), raise TransportError when the broker did not take it."""
         try:
-            key, samples = routing_key(path, body, content_type)
+            route = routing_key(path, body, content_type)
         except (WireError, ValueError, KeyError, TypeError) as exc:
             return Response(400, {"error": f"cannot route this message by run: {exc}"})
         headers = {HEADER_PATH: path}
         if self._token:
             headers[HEADER_TOKEN] = self._token
+        if route.source is not None:
+            headers[HEADER_SOURCE] = route.source
         props = pika.BasicProperties(content_type=content_type, delivery_mode=2, headers=headers)
         try:
             channel = self._open()
-            stream = partition_stream(partition_of(key, self._partitions))
+            stream = partition_stream(partition_of(route.key, self._partitions))
             channel.basic_publish("", stream, body, props, mandatory=True)
         except pika.exceptions.UnroutableError:
             self.close()  # the partitions changed under us: count them again
@@ -77,7 +80,7 @@ class BrokerClient:
         except (pika.exceptions.AMQPError, OSError) as exc:
             self.close()
             raise TransportError(f"{self.url}: {type(exc).__name__}: {exc}") from None
-        return Response(200, {"samples": samples, "routed": key})
+        return Response(200, {"samples": route.samples, "routed": route.key})
 
     def post_json(self, path: str, doc: dict[str, Any]) -> Response:
         """Publish a JSON document (a run's record or end)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ._binary import CONTENT_TYPE as BINARY_CONTENT_TYPE
@@ -21,9 +22,11 @@ __all__ = [
     "BROKER_SCHEMES",
     "FLEET_EXCHANGE",
     "HEADER_PATH",
+    "HEADER_SOURCE",
     "HEADER_TOKEN",
     "RUNS_PATH",
     "STREAM_PREFIX",
+    "Route",
     "is_broker_url",
     "partition_of",
     "partition_stream",
@@ -37,6 +40,9 @@ FLEET_EXCHANGE = "stepwatch.fleet"
 #: Message headers: the API path the body is for, and the producer's token.
 HEADER_PATH = "stepwatch-path"
 HEADER_TOKEN = "stepwatch-token"
+#: A batch's source: a collector hands on batches of different sources at once, one source's
+#: in order (a message without one, a run's record, after everything before it).
+HEADER_SOURCE = "stepwatch-source"
 RUNS_PATH = "/api/v1/runs"
 BROKER_SCHEMES = ("amqp", "amqps")
 
@@ -57,16 +63,26 @@ def partition_of(key: str, partitions: int) -> int:
     return int.from_bytes(digest, "big") % partitions
 
 
-def routing_key(path: str, body: bytes, content_type: str) -> tuple[str, int]:
-    """The run a message belongs to, which picks its partition (a run record's id, the run in
-    a finish's path, a batch's run label, the source for a node's batch of no run), and the
-    samples it holds."""
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a message goes: its run (which picks its partition), the samples it holds, and the
+    source of its batch (None for a run's record or end)."""
+
+    key: str
+    samples: int = 0
+    source: str | None = None
+
+
+def routing_key(path: str, body: bytes, content_type: str) -> Route:
+    """The run a message belongs to: a run record's id, the run in a finish's path, a batch's
+    run label, the source for a node's batch of no run."""
     if path == RUNS_PATH:
-        return str(json.loads(body)["id"]), 0
+        return Route(str(json.loads(body)["id"]))
     if path.startswith(RUNS_PATH + "/"):
-        return unquote(path[len(RUNS_PATH) + 1 :].split("/", 1)[0]), 0
+        return Route(unquote(path[len(RUNS_PATH) + 1 :].split("/", 1)[0]))
     if content_type != BINARY_CONTENT_TYPE:
         raise ValueError(f"the broker carries binary batches, not {content_type!r}")
     batch = decode(body)
     runs = [key.label("run") for key in batch.keys] + [e.labels.get("run") for e in batch.events]
-    return next((run for run in runs if run is not None), batch.source), len(batch)
+    key = next((run for run in runs if run is not None), batch.source)
+    return Route(key, len(batch), batch.source)
