@@ -5,6 +5,7 @@ a caller."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,28 @@ def test_a_token_made_or_revoked_on_one_collector_holds_or_fails_on_both(
     gone = httpx.delete(f"{c0.url}/api/v1/tokens/roaming", headers=c0.headers, timeout=30)
     assert gone.is_success, gone.text
     eventually(lambda: _get(c1, "/api/v1/fleet", roaming).status_code == 401, "c1 to refuse it")
+
+
+def test_a_run_s_live_stream_is_relayed_from_its_owner(
+    fleet: tuple[Any, ...], broker: Broker, tmp_path: Path
+) -> None:
+    c0, _, _, on1 = fleet
+    heard: list[str] = []
+
+    def listen() -> None:
+        with httpx.stream("GET", f"{c0.url}/api/v1/stream", params={"run": on1},
+                          headers=c0.headers, timeout=30) as answer:  # fmt: skip
+            heard.append(f"status {answer.status_code}")
+            for line in answer.iter_lines():
+                heard.append(line)
+                if line.startswith("data:") and on1 in line:
+                    return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    eventually(lambda: ": connected" in heard, "the relayed stream to open")
+    token = c0.tokens["ingest", "default"]
+    finished(train(broker, tmp_path, [on1], 5, 0.0, "default", token))
+    listener.join(timeout=30)
+    assert heard[0] == "status 200"
+    assert any(line.startswith("data:") and on1 in line for line in heard), heard

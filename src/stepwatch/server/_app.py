@@ -172,6 +172,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         writer.start()
         streams.open()
+        if fleet.relays is not None:
+            fleet.relays.open()
         notifications.start()
         detection.start()
         upkeep.start()
@@ -183,6 +185,8 @@ def create_app(
             yield
         finally:
             streams.close()
+            if fleet.relays is not None:
+                fleet.relays.close()
             await run_in_threadpool(forecasts.stop)  # after the forecast it makes, if any
             await run_in_threadpool(upkeep.stop)  # after the chunk it deletes, if any
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing

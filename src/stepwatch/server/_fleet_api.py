@@ -12,6 +12,7 @@ from ._jsonio import JSON
 
 if TYPE_CHECKING:
     from ..fleet import BrokerIntake
+    from ._fleet_proxy import Relays
 
 __all__ = ["FleetSlot", "fleet_router"]
 
@@ -21,6 +22,8 @@ class FleetSlot:
     """The broker intake, set once the collector listens (None: HTTP ingest only)."""
 
     intake: BrokerIntake | None = None
+    #: The event streams relayed from other members (ended when the collector stops).
+    relays: Relays | None = None
 
     def owner(self, run: str) -> str | None:
         """The id of the member that reads ``run``'s partition now (None: unknown)."""

@@ -3,20 +3,22 @@ that reads the run's partition, and the runs lists gather every member's runs.
 
 The caller is identified here and vouched for to the other collector with the fleet key (never
 by passing the token on); a request that came from another member is answered where it lands,
-so a request travels one hop at most. Event streams are served locally.
+so a request travels one hop at most. A run's event streams are relayed from its owner; the
+streams of every run are the collector's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._auth import CALLER_HEADER, Guard
@@ -30,11 +32,14 @@ __all__ = ["HOP_HEADER", "FleetProxy"]
 HOP_HEADER = "x-stepwatch-hop"
 #: Lists every member contributes to, merged by run id.
 MERGED = ("/api/v1/runs", "/api/v1/runs/summary")
-#: Served by the collector they reach (streams, and what names no run or is its own).
-LOCAL = ("/api/v1/stream", "/api/v1/alerts/stream", "/api/v1/fleet", "/api/v1/session")
+#: Served by the collector they reach (what names no run, or is its own).
+LOCAL = ("/api/v1/fleet", "/api/v1/session")
+#: Server-sent events: a run's are relayed from its owner as they come.
+STREAMS = ("/api/v1/stream", "/api/v1/alerts/stream")
 _RUN_PATH = re.compile(r"^/api/v1/runs/(?P<run>[^/]+)(?:/.*)?$")
 _PASSED = ("content-type", "accept")
 _RETURNED = ("content-type", "www-authenticate")
+_STREAMED = ("content-type", "cache-control", "x-accel-buffering")
 TIMEOUT_S = 30.0
 
 
@@ -52,6 +57,7 @@ class FleetProxy:
 
     def __init__(self, app: ASGIApp, slot: FleetSlot, guard: Guard) -> None:
         self.app, self.slot, self.guard = app, slot, guard
+        slot.relays = self.relays = Relays()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         intake = self.slot.intake
@@ -73,7 +79,10 @@ class FleetProxy:
             if owner is None or owner.id == me:
                 await self.app(scope, receive, send)
                 return
-            answer = await self._passed(request, [(owner.id, owner.url)])
+            if path in STREAMS:
+                answer = await self._relayed(request, owner.id, owner.url)
+            else:
+                answer = await self._passed(request, [(owner.id, owner.url)])
         elif request.method == "GET" and path in MERGED:
             members = sorted((m.id, m.url) for m in intake.members.alive().values())
             answer = await self._passed(request, members, merge=True)
@@ -82,20 +91,48 @@ class FleetProxy:
             return
         await answer(scope, receive, send)
 
+    async def _headers(self, request: Request) -> dict[str, str]:
+        """What the request carries to another member: the caller vouched for (ApiError when
+        the caller is refused here), and the mark of a request passed on."""
+        caller = await asyncio.to_thread(self.guard.caller, request)
+        headers = {k: v for k, v in request.headers.items() if k in _PASSED}
+        headers[HOP_HEADER] = "1"
+        if caller is not None:
+            headers[CALLER_HEADER] = caller
+        return headers
+
+    async def _relayed(self, request: Request, who: str, url: str) -> Response:
+        """The owner's event stream, passed on as it comes until either side ends it (or this
+        collector stops); an owner that cannot be reached is a 502, and the page retries."""
+        try:
+            headers = await self._headers(request)
+        except ApiError as exc:
+            return error_response(exc.status, exc.message, exc.headers)
+        client = httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT_S, read=None))
+        try:
+            upstream = await client.send(
+                client.build_request("GET", url + _target(request), headers=headers), stream=True
+            )
+        except httpx.HTTPError:
+            await client.aclose()
+            return error_response(502, f"collector {who}, which holds this run, is unreachable")
+        if upstream.status_code != 200:
+            body = await upstream.aread()
+            await client.aclose()
+            return Response(body, upstream.status_code, media_type="application/json")
+        kept = {k: v for k, v in upstream.headers.items() if k in _STREAMED}
+        return StreamingResponse(self.relays.relay(upstream, client), headers=kept)
+
     async def _passed(
         self, request: Request, members: list[tuple[str, str]], *, merge: bool = False
     ) -> Response:
         """The answer of ``members`` (one; or each, merged) to ``request``, as its caller."""
         try:
-            caller = await asyncio.to_thread(self.guard.caller, request)
+            headers = await self._headers(request)
         except ApiError as exc:
             return error_response(exc.status, exc.message, exc.headers)
-        headers = {k: v for k, v in request.headers.items() if k in _PASSED}
-        headers[HOP_HEADER] = "1"
-        if caller is not None:
-            headers[CALLER_HEADER] = caller
         body = await request.body()
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        target = _target(request)
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
             answers = await asyncio.gather(
                 *(client.request(request.method, url + target, content=body, headers=headers)
@@ -110,6 +147,64 @@ class FleetProxy:
             kept = {k: v for k, v in answer.headers.items() if k in _RETURNED}
             return Response(answer.content, answer.status_code, headers=kept)
         return _merged(members, answers, self.slot.owner)
+
+
+def _target(request: Request) -> str:
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+
+
+class Relays:
+    """The event streams relayed now; ``close`` ends them all (from any thread), so a
+    collector that stops never waits on a browser watching another member's run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._closed = False
+
+    def open(self) -> None:
+        """Relay again (a new lifespan of the same app)."""
+        with self._lock:
+            self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            found = list(self._open)
+        for loop, stop in found:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:  # its loop is gone, and the stream with it
+                pass
+
+    async def relay(
+        self, upstream: httpx.Response, client: httpx.AsyncClient
+    ) -> AsyncIterator[bytes]:
+        """The upstream's bytes as they come, until it ends, fails, or the relays close."""
+        mine = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            if self._closed:
+                mine[1].set()
+            self._open.add(mine)
+        chunks = upstream.aiter_raw().__aiter__()
+        stopped = asyncio.ensure_future(mine[1].wait())
+        try:
+            while True:
+                nxt = asyncio.ensure_future(chunks.__anext__())
+                await asyncio.wait({nxt, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if stopped.done():
+                    nxt.cancel()
+                    return
+                try:
+                    yield nxt.result()
+                except (StopAsyncIteration, httpx.HTTPError):
+                    return  # the owner ended it or went away: the page opens it again
+        finally:
+            stopped.cancel()
+            with self._lock:
+                self._open.discard(mine)
+            await upstream.aclose()
+            await client.aclose()
 
 
 def _merged(

@@ -149,6 +149,7 @@ class ServerThread:
         )
         self._streams = app.state.streams
         self._alert_streams = app.state.alert_streams
+        self._fleet = app.state.fleet
         tls = o.tls.uvicorn_options() if o.tls else {}
         config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, **tls)
         self._server = server = _Uvicorn(config, self._listening)
@@ -180,6 +181,8 @@ class ServerThread:
             self._server.should_exit = True
             self._streams.close()  # open event streams would hold the shutdown up
             self._alert_streams.close()
+            if self._fleet.relays is not None:  # and the streams relayed from other members
+                self._fleet.relays.close()
 
     def join(self) -> None:
         """Wait until the server has shut down."""
