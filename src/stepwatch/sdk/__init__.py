@@ -1,7 +1,7 @@
 """What training code imports: ``init``, ``log``, ``finish``, the ``Run`` with its step timer.
 
-The hot path is stdlib only: ``log`` validates and appends to in-memory
-columns; background threads make them durable in the spool and ship them.
+The hot path is stdlib only: ``log`` validates and appends the call to an in-memory
+list; background threads build its columns, make them durable in the spool and ship them.
 """
 
 from ._api import current_run, finish, init, log

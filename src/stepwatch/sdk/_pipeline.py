@@ -128,7 +128,8 @@ class Pipeline:
         return self.table.intern(key)
 
     def append(self, series: list[int], values: list[float], ts: float, step: int) -> None:
-        """Buffer one call's samples (all at ``ts``/``step``); flush early once the buffer fills."""
+        """Buffer one call's samples (all at ``ts``/``step``; the lists are kept, not copied: pass
+        fresh ones); flush early once the buffer fills."""
         if self._buffer.append(series, values, ts, step) >= self._flush_samples:
             self._ticker.wake()
 

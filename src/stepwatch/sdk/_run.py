@@ -24,7 +24,7 @@ from typing import Any
 from .._encryption import EncryptionKey
 from .._text import plural
 from .._tls import ClientTls
-from ..model import NO_STEP, RECORD_KINDS, RunStatus, SeriesKey, validate_label
+from ..model import MAX_INT64, NO_STEP, RECORD_KINDS, RunStatus, SeriesKey, validate_label
 from ..model import Run as RunRecord
 from ..spool import RUN_FILE, Connect, Sealer, write_run
 from ._env import new_source_id, resolve
@@ -192,7 +192,7 @@ class Run:
             values.append(value if type(value) is float else as_float(key, value))
         if step is None:
             stamp = NO_STEP if self.current_step is None else self.current_step
-        elif type(step) is int and step >= 0:
+        elif type(step) is int and 0 <= step <= MAX_INT64:
             stamp = step  # what as_step returns for it, without its checks
         else:
             stamp = as_step(step)

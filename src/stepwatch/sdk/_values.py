@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from ..model import NO_STEP
+from ..model import MAX_INT64, NO_STEP
 
 __all__ = ["as_float", "as_step"]
 
@@ -46,7 +46,7 @@ def _describe(value: object) -> str:
 
 
 def as_step(step: object) -> int:
-    """The step column value: NO_STEP for None, else a non-negative integer."""
+    """The step column value: NO_STEP for None, else an integer from 0 to MAX_INT64."""
     if step is None:
         return NO_STEP
     if isinstance(step, bool):
@@ -55,6 +55,6 @@ def as_step(step: object) -> int:
         index = operator.index(step)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"step must be an int, got {type(step).__name__}") from None
-    if index < 0:
-        raise ValueError(f"step must be >= 0, got {index}")
+    if not 0 <= index <= MAX_INT64:
+        raise ValueError(f"step must be from 0 to {MAX_INT64}, got {index}")
     return index

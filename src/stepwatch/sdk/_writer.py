@@ -20,17 +20,6 @@ log = logging.getLogger("stepwatch.sdk")
 _Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _expand(cols: Columns) -> _Arrays:
-    """Per-sample (value, ts, step, series) arrays from the per-call ts/step columns."""
-    counts = np.frombuffer(cols.count, np.uint32)
-    return (
-        np.frombuffer(cols.value, np.float64),
-        np.repeat(np.frombuffer(cols.ts, np.float64), counts),
-        np.repeat(np.frombuffer(cols.step, np.int64), counts),
-        np.frombuffer(cols.series, np.uint32),
-    )
-
-
 class BatchWriter:
     """Writes the buffer to the spool as numbered batches; counts what the spool cap dropped.
 
@@ -71,11 +60,11 @@ class BatchWriter:
         """Flush a last time; a count of drops not yet reported then goes into the spool even
         past its cap (one small batch), so the record of what the run lost is not lost itself."""
         self.flush()
-        self._write(Columns(), past_cap=True)
+        self._write(Columns.of([], []), past_cap=True)
 
     def _write(self, cols: Columns, past_cap: bool = False) -> None:
         with self._lock:
-            arrays = _expand(cols)
+            arrays: _Arrays = (cols.value, cols.ts, cols.step, cols.series)
             logged = len(arrays[0])
             report = self.dropped_samples
             if report != self._reported:
