@@ -9,6 +9,7 @@ action, silence, series...) 404 as for an unknown one, and 2xx on the caller's o
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import sys
 import time
@@ -24,6 +25,8 @@ from stepwatch.auth import GRANTS, Permission, Role
 OWN, OTHER = "default", "other"
 ROLES = ("ingest", "viewer", "operator", "admin", None)  # None: no token
 WAIT_S = 30.0
+#: The smallest trace a profile upload takes.
+TRACE = gzip.compress(b'{"traceEvents": []}')
 T0 = 1_780_000_000.0
 
 
@@ -60,6 +63,9 @@ ROUTES: dict[str, Rule] = {
     "POST /api/v1/runs/{run_id}/finish": Rule("write|operate"),
     "GET /api/v1/runs/{run_id}/forecast": Rule("read"),
     "GET /api/v1/runs/{run_id}/advice": Rule("read"),
+    "POST /api/v1/runs/{run_id}/profiles": Rule("write", 201),
+    "GET /api/v1/runs/{run_id}/profiles": Rule("read"),
+    "GET /api/v1/runs/{run_id}/profiles/{profile_id}": Rule("read"),
     "POST /api/v1/runs/{run_id}/commands": Rule("operate", 201),
     "GET /api/v1/runs/{run_id}/commands": Rule("write|read"),
     "POST /api/v1/runs/{run_id}/commands/{command_id}/ack": Rule("write"),
@@ -135,6 +141,7 @@ class Seeded:
         }
         self.actions = {p: self.new_action(p) for p in (OWN, OTHER)}
         self.silences = {p: self.new_silence(p) for p in (OWN, OTHER)}
+        self.profiles = {p: self.new_profile(r) for p, r in self.runs.items()}
 
     def new_run(self, project: str) -> str:
         run = f"{project}-{uuid.uuid4().hex[:8]}"
@@ -160,6 +167,13 @@ class Seeded:
     def _series(self, run: str) -> int:
         (found,) = _ok(self.api.get("/api/v1/series", params={"run": run}))
         return int(found["id"])
+
+    def new_profile(self, run: str) -> str:
+        made = self.api.post(
+            f"/api/v1/runs/{run}/profiles", params={"steps": 1}, content=TRACE,
+            headers={"Content-Type": "application/gzip"},
+        )  # fmt: skip
+        return str(_ok(made, 201)["id"])
 
     def new_action(self, project: str) -> str:
         labels = {"run": self.runs[project], "node": "n1"}
@@ -190,6 +204,7 @@ def _call(seed: Seeded, route: str, role: str | None, project: str) -> httpx.Req
         "silence_id": seed.new_silence(project) if "{silence_id}" in path else "",
         "action_id": seed.new_action(project) if "{action_id}/" in path else seed.actions[project],
         "token_id": seed.new_token(project) if "{token_id}" in path else "",
+        "profile_id": seed.profiles[project],
     }
     params: dict[str, Any] = {}
     if path in ("/api/v1/query/raw", "/api/v1/query/downsample"):
@@ -202,6 +217,11 @@ def _call(seed: Seeded, route: str, role: str | None, project: str) -> httpx.Req
     headers = {}
     if role is not None and route != "POST /api/v1/session":  # signing in sends it in the body
         headers["Authorization"] = f"Bearer {seed.collector.tokens[role, OWN]}"
+    if route == "POST /api/v1/runs/{run_id}/profiles":
+        params, headers["Content-Type"] = {"steps": 1}, "application/gzip"
+        return seed.calls.build_request(
+            method, path.format(**fill), params=params, content=TRACE, headers=headers
+        )
     return seed.calls.build_request(
         method, path.format(**fill), params=params, json=body, headers=headers
     )

@@ -22,6 +22,7 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
         "DEFAULT_RETENTION",
+        "MAX_PROFILE_BYTES",
         "OPEN_STATES",
         "ActionQuery",
         "AlertQuery",
@@ -38,6 +39,7 @@ def test_public_api() -> None:
         "LabelMatch",
         "Page",
         "Position",
+        "ProfileInfo",
         "Pruned",
         "Retention",
         "RunSummary",

@@ -42,6 +42,7 @@ COMMAND_ACTIONS: dict[str, dict[str, float]] = {
     "skip_step": {"steps": 100.0},
     "rollback": {},
     "stop": {"timeout_s": 300.0},
+    "profile": {"steps": 5.0},
 }
 #: A policy step that only tells people (the notifiers subscribe to alerts themselves).
 NOTIFY = "notify"

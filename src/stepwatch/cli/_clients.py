@@ -291,3 +291,45 @@ def top(
 
     with _client_errors():
         watch(server_url, run_id, token=token, tls=_client_tls(), interval_s=interval, once=once)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--steps", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--wait",
+    "wait_s",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Wait up to S seconds for the trace, then download it.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the trace [default: RUN-ID.json.gz].",
+)
+@_client_options
+def profile(
+    run_id: str, steps: int, wait_s: float, out: Path | None, server_url: str, token: str | None
+) -> None:
+    """Ask RUN to profile its next steps (torch.profiler) and upload the trace; with --wait,
+    download it (`stepwatch trace FILE` analyses it, Perfetto shows it)."""
+    import time
+
+    with _client(server_url, token) as client:
+        before = {p["id"] for p in client.profiles(run_id)}
+        sent = client.command(run_id, "profile", {"steps": steps})
+        click.echo(f"asked run {run_id} to profile {steps} steps (command {sent['id']})")
+        deadline = time.monotonic() + wait_s
+        while wait_s and time.monotonic() < deadline:
+            new = [p for p in client.profiles(run_id) if p["id"] not in before]
+            if new:
+                path = out or Path(f"{run_id}-{new[0]['id']}.json.gz")
+                path.write_bytes(client.profile_trace(run_id, new[0]["id"]))
+                click.echo(f"trace of steps {new[0]['first_step']}+{new[0]['steps']} in {path}")
+                return
+            time.sleep(1.0)
+    if wait_s:
+        raise click.ClickException(f"no trace came within {wait_s:g} s")

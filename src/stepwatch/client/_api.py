@@ -108,6 +108,22 @@ class CollectorClient(ApiSession):
         """One run's record; a ClientError with status 404 when there is no such run."""
         return dict(self.call("GET", f"/runs/{run_id}"))
 
+    def command(self, run: str, action: str, args: Mapping[str, float]) -> dict[str, Any]:
+        """Tell ``run`` to do ``action`` (with ``args``) at its next step boundary."""
+        body = {"action": action, "args": dict(args)}
+        return dict(self.call("POST", f"/runs/{run}/commands", json=body))
+
+    def profiles(self, run: str) -> list[dict[str, Any]]:
+        """The profiler traces kept of ``run``, newest first."""
+        return list(self.call("GET", f"/runs/{run}/profiles"))
+
+    def profile_trace(self, run: str, profile_id: str) -> bytes:
+        """One trace's bytes (gzip-compressed Chrome trace JSON)."""
+        response = self.response("GET", f"/runs/{run}/profiles/{profile_id}")
+        if response.is_error:
+            self.decode(response)  # the refusal, as a ClientError
+        return response.content
+
     def latest(self, run: str) -> list[dict[str, Any]]:
         """The newest sample of every series of ``run``."""
         return list(self.call("GET", "/query/latest", params={"run": run}))

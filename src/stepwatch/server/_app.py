@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,6 +40,7 @@ from ._jsonio import JSON, error_response
 from ._metrics import Parts, StoreFigures, metrics_registry, metrics_router
 from ._notifications import Notifications
 from ._options import DEFAULT_OPTIONS, CollectorOptions
+from ._profiles_api import PROFILE_UPLOADS, profiles_router
 from ._query import query_router
 from ._readiness import Readiness
 from ._runs import runs_router
@@ -214,7 +216,7 @@ def create_app(
         Guards,
         hosts=options.hosts(),
         max_json_bytes=options.max_json_bytes,
-        own_limits=("/api/v1/ingest",),  # ingest reads its body within max_body_bytes
+        own_limits=(re.compile("/api/v1/ingest"), PROFILE_UPLOADS),  # their own limits
     )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
@@ -250,6 +252,7 @@ def create_app(
     include(app, stream_router(streams, scope))
     include(app, runs_router(scope, clock, detection.finish_run))
     include(app, forecast_router(scope))
+    include(app, profiles_router(scope, clock))
     include(app, advice_router(scope))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))

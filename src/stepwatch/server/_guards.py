@@ -6,6 +6,7 @@ than a route needs (refused before it is read into memory)."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -109,7 +110,8 @@ class Guards:
         app: the application behind it.
         hosts: the names it answers to.
         max_json_bytes: the limit of every request body outside ``own_limits``.
-        own_limits: paths that read their body within their own limit (ingest).
+        own_limits: patterns of the paths that read their body within their own limit
+            (ingest, profile uploads), matched whole.
     """
 
     def __init__(
@@ -117,7 +119,7 @@ class Guards:
         app: ASGIApp,
         hosts: HostAllowList,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-        own_limits: tuple[str, ...] = (),
+        own_limits: tuple[re.Pattern[str], ...] = (),
     ) -> None:
         self.app, self.hosts = app, hosts
         self.max_json_bytes, self.own_limits = max_json_bytes, own_limits
@@ -129,7 +131,7 @@ class Guards:
         headers = Headers(scope=scope)
         refused = _refusal(self.hosts, scope, headers)
         if refused is None and scope["method"] in _BODY_METHODS:
-            if scope["path"] not in self.own_limits:
+            if not any(own.fullmatch(scope["path"]) for own in self.own_limits):
                 refused, receive = await self._bounded_body(headers, receive)
         if refused is not None:
             await error_response(*refused)(scope, receive, send)

@@ -9,6 +9,7 @@ from ._errors import StoreError
 from ._forecasts import Forecasts, StoredForecast, StoredLaw
 from ._paging import Page, every
 from ._plan import Kept
+from ._profiles import MAX_PROFILE_BYTES, ProfileInfo
 from ._prune import Pruned
 from ._records import ChainCheck, Head
 from ._retention import DEFAULT_RETENTION, Retention
@@ -20,6 +21,7 @@ from ._tokens import TokenRecord
 
 __all__ = [
     "DEFAULT_RETENTION",
+    "MAX_PROFILE_BYTES",
     "OPEN_STATES",
     "ActionQuery",
     "AlertQuery",
@@ -36,6 +38,7 @@ __all__ = [
     "LabelMatch",
     "Page",
     "Position",
+    "ProfileInfo",
     "Pruned",
     "Retention",
     "RunSummary",

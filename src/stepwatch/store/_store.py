@@ -36,6 +36,7 @@ from ._footprint import Footprint
 from ._forecasts import Forecasts
 from ._ingest import prepare, write
 from ._logs import LogFilter
+from ._profiles import Profiles
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
 from ._series_queries import SeriesQueries
@@ -135,6 +136,8 @@ class Store(SeriesQueries):
         self.footprint = Footprint(self.path, self._lock, self._txn, self._cursor)
         #: The forecast kept of each run.
         self.forecasts = Forecasts(self._lock, self._txn)
+        #: The profiler traces training processes uploaded.
+        self.profiles = Profiles(self._lock, self._txn)
 
     @property
     def closed(self) -> bool:

@@ -28,6 +28,7 @@ from ..sdk import (
     current_run,
 )
 from ._grads import trainable
+from ._profile import Profile, profile
 
 __all__ = [
     "Control",
@@ -179,8 +180,14 @@ class Control:
         self.checkpoints: list[int] = []  # steps of the good checkpoints, oldest first
         self.lowered = LoweredRates()
         self.guard = Guard(run)
+        self.profiles: list[Profile] = []  # captures the collector asked for
         self._drop_next = False
-        handlers = {"lower_lr": self._lower_lr, "skip_step": self.guard.arm, "stop": self._on_stop}
+        handlers = {
+            "lower_lr": self._lower_lr,
+            "skip_step": self.guard.arm,
+            "stop": self._on_stop,
+            "profile": self._profile,
+        }
         if save is not None:
             handlers["checkpoint"] = self._checkpoint
         if load is not None:
@@ -226,6 +233,11 @@ class Control:
     def _lower_lr(self, command: Command, step: int) -> Outcome:
         factor = float(command.args.get("factor", 0.5))
         return self.lowered.lower([self.optimizer], factor, self._schedulers(), step)
+
+    def _profile(self, command: Command, step: int) -> Outcome:
+        steps = int(command.args.get("steps", 5))
+        self.profiles.append(profile(self.optimizer, self.run, steps=steps))
+        return Outcome(OK, f"profiling {steps} steps from step {step + 2}")
 
     def _checkpoint(self, command: Command, step: int) -> Outcome:
         if self.checkpoint(step):
@@ -311,6 +323,8 @@ def control(
       goes back to the last of them.
     - ``rollback``: ``load(step)`` of the last good checkpoint; the pending update is
       dropped. The loop's step counter goes on.
+    - ``profile(steps)``: torch.profiler over the next ``steps`` steps (after two of
+      warm-up), the trace uploaded to the collector (:func:`stepwatch.torch.profile`).
     - ``stop``: calls ``stop()`` when given (set a flag your loop checks), otherwise
       raises :class:`StopTraining` out of ``optimizer.step()``; either way, a process
       still running ``timeout_s`` later gets a KeyboardInterrupt in its main thread.
