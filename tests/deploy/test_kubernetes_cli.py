@@ -128,6 +128,19 @@ def test_the_agent_is_labelled_with_its_node_and_spools_on_it(
     assert volumes[mount["name"]]["hostPath"]["path"] == str(options.spool_root)
 
 
+def test_the_agent_reaches_the_kubelet_s_pod_resources_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The socket the agent asks which pod each GPU is allocated to: its directory mounted
+    read-only at its own path, from the node."""
+    options = _agent(monkeypatch)
+    assert options.pod_resources is not None
+    mount = _mounts(one("DaemonSet"))[str(options.pod_resources.parent)]
+    assert mount["readOnly"] is True
+    volumes = {v["name"]: v for v in pod_spec(one("DaemonSet"))["volumes"]}
+    assert volumes[mount["name"]]["hostPath"]["path"] == str(options.pod_resources.parent)
+
+
 def test_the_agent_serves_nothing_to_probe() -> None:
     """No liveness probe because `stepwatch agent` listens on no port."""
     from stepwatch.cli import main

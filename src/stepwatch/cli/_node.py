@@ -100,6 +100,14 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             help="JSON file scripting the fake GPUs (temperature ramps, XIDs...).",
         ),
         click.option(
+            "--pod-resources",
+            metavar="PATH",
+            default="/var/lib/kubelet/pod-resources/kubelet.sock",
+            show_default=True,
+            help="The kubelet's pod-resources socket, which names the pod each GPU is allocated "
+            "to; none: each GPU's pod is found from its processes alone.",
+        ),
+        click.option(
             "--scrape", multiple=True, help="Prometheus exporter URL to read (repeatable)."
         ),
         click.option("--scrape-interval", default=15.0, show_default=True),
@@ -109,6 +117,14 @@ def _agent_options(fn: Callable[..., None]) -> Callable[..., None]:
             multiple=True,
             type=click.Path(path_type=Path),
             help="Log file to tail (repeatable).",
+        ),
+        click.option(
+            "--parse",
+            metavar="FORMAT",
+            default=None,
+            help="Read the training metrics (loss, lr, grad norm, step time, throughput) that "
+            "every --log file (under `run`, the command's output too) prints as megatron, "
+            "deepspeed, nemo, torchtitan or hf; auto: the first format a line of it matches.",
         ),
         click.option(
             "--path",
@@ -127,7 +143,9 @@ def _agent_settings(run_id: str | None, **given: Any) -> AgentOptions:
     """The agent's options, refused in one line when a ``--pid`` or ``--log`` cannot be there."""
     from ..collect import AgentOptions
 
+    socket = given.pop("pod_resources")
     fields = {k: v for k, v in given.items() if v is not None}
+    fields["pod_resources"] = None if socket == "none" else Path(socket)
     fields["interval_s"] = fields.pop("interval")
     fields["scrape_interval_s"] = fields.pop("scrape_interval")
     options = AgentOptions(run_id=run_id, tls=_client_tls(), **fields)
@@ -146,6 +164,8 @@ def agent(run_id: str | None, duration: float | None, **given: Any) -> None:
     """Run the node agent: host, GPU, exporter and log metrics, shipped to the collector."""
     from ..collect import open_agent
 
+    if given["parse"] is not None and not given["logs"]:
+        raise click.ClickException("--parse reads the --log files: give one")
     options = _agent_settings(run_id, **given)
     with _clear_errors():
         node_agent = open_agent(options, say=lambda line: click.echo(line, err=True)).start()

@@ -12,6 +12,7 @@ from ._fake_nvml_script import FakeScriptError
 from ._gpu import GpuSource, GpuUnavailable, open_gpu
 from ._host import HostSource
 from ._lines import LineGrouper
+from ._log_metrics import LOG_FORMATS, PARSE_ERRORS, MetricLines, StepMetrics
 from ._pump import OutputPump
 from ._scrape import ScrapeSource
 from ._scrape_rules import (
@@ -32,8 +33,10 @@ from ._tail import LogTail
 __all__ = [
     "DCGM_EXPORTER",
     "DEFAULT_MAPPING",
+    "LOG_FORMATS",
     "NODE_EXPORTER",
     "NVIDIA_GPU_EXPORTER",
+    "PARSE_ERRORS",
     "SOURCE_ERRORS",
     "Agent",
     "AgentOptions",
@@ -53,6 +56,7 @@ __all__ = [
     "LineGrouper",
     "LogTail",
     "ManualClock",
+    "MetricLines",
     "OutputPump",
     "Rate",
     "Reading",
@@ -60,6 +64,7 @@ __all__ = [
     "Sample",
     "ScrapeSource",
     "Source",
+    "StepMetrics",
     "Total",
     "default_spool_root",
     "open_agent",

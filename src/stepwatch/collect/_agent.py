@@ -109,14 +109,16 @@ class Agent:
         self.emit(reading, now)
 
     def emit(self, reading: Reading, ts: float) -> None:
-        """Append a reading's samples (stamped ``ts``) and events; safe from any thread."""
-        series: list[int] = []
-        values: list[float] = []
+        """Append a reading's samples (stamped ``ts``, at their step if they have one) and events;
+        safe from any thread."""
+        by_step: dict[int, tuple[list[int], list[float]]] = {}
         for sample in reading.samples:
+            step = NO_STEP if sample.step is None else sample.step
+            series, values = by_step.setdefault(step, ([], []))
             series.append(self._series(sample.name, sample.labels))
             values.append(float(sample.value))
-        if series:
-            self.pipeline.append(series, values, ts, NO_STEP)
+        for step, (series, values) in by_step.items():
+            self.pipeline.append(series, values, ts, step)
         for event in reading.events:
             self.emit_event(event)
 

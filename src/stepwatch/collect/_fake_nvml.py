@@ -163,8 +163,8 @@ class FakeNvml:
         return self._device("nvmlDeviceGetName", handle)[0].name
 
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
-        self._device("nvmlDeviceGetUUID", handle)
-        return f"GPU-fa4e0000-0000-4000-8000-{handle.index:012x}"
+        gpu, _ = self._device("nvmlDeviceGetUUID", handle)
+        return gpu.uuid or f"GPU-fa4e0000-0000-4000-8000-{handle.index:012x}"
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         gpu, _ = self._device("nvmlDeviceGetComputeRunningProcesses", handle)

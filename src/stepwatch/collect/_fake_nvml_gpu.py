@@ -49,6 +49,8 @@ class FakeGpu:
     errors: dict[str, int] = field(default_factory=dict)
     #: Processes computing on it.
     pids: list[int] = field(default_factory=list)
+    #: Its UUID; empty: ``GPU-fa4e0000-0000-4000-8000-<index as 12 hex digits>``.
+    uuid: str = ""
 
     def __post_init__(self) -> None:
         if self.power_period_s <= 0:

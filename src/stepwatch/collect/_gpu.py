@@ -20,6 +20,7 @@ from ..model import Event
 from ._fake_nvml import FakeNvml
 from ._gpu_device import Device, DeviceReader, ReadOut
 from ._gpu_xid import XID_MEANINGS, WaitFailed, XidWatcher
+from ._pod_resources import PodResources
 from ._pods import Pods
 from ._source import Reading
 
@@ -35,8 +36,8 @@ class GpuUnavailable(RuntimeError):
 
 
 class GpuSource:
-    """Samples every GPU NVML sees, labelled ``{"gpu": index}`` (and, on Kubernetes, the pod of
-    the processes on it); meets the Source protocol.
+    """Samples every GPU NVML sees, labelled ``{"gpu": index}`` (and, on Kubernetes, the pod it
+    is allocated to or else that of the processes on it); meets the Source protocol.
 
     Args:
         nvml: the ``pynvml`` module, or a ``FakeNvml``.
@@ -46,6 +47,8 @@ class GpuSource:
         xid_wait_ms: how long the XID thread waits per call, which bounds ``close``.
         pods: finds the Kubernetes pod of the processes on each GPU (at each slow read),
             whose labels the GPU's samples then carry.
+        pod_resources: the kubelet's pod-resources API, asked at each slow read which pod
+            each GPU is allocated to (preferred to ``pods``); closed with the source.
 
     Raises:
         GpuUnavailable: NVML does not start, or sees no GPU.
@@ -62,6 +65,7 @@ class GpuSource:
         node_clock: Callable[[], float] = time.monotonic,
         xid_wait_ms: int = 500,
         pods: Pods | None = None,
+        pod_resources: PodResources | None = None,
     ) -> None:
         if interval_s <= 0 or slow_interval_s <= 0 or xid_wait_ms <= 0:
             raise ValueError("interval_s, slow_interval_s and xid_wait_ms must be > 0")
@@ -69,7 +73,8 @@ class GpuSource:
         self._nvml, self._clock = nvml, node_clock
         count, self.driver_version = self._start()
         self._devices = [Device(i, handle=self._handle(i)) for i in range(count)]
-        self._reader = DeviceReader(nvml, self.driver_version, pods)
+        self._pod_resources = pod_resources
+        self._reader = DeviceReader(nvml, self.driver_version, pods, pod_resources)
         handles = {d.index: d.handle for d in self._devices if d.handle is not None}
         self._xid = XidWatcher.open(nvml, handles, node_clock, xid_wait_ms)
         for dev in self._devices:
@@ -122,6 +127,8 @@ class GpuSource:
             self._last_slow = out.mono
             self.slow_reads += 1
         self._take_xids(out)
+        if slow and self._pod_resources is not None:
+            self._pod_resources.refresh()
         for dev in self._devices:
             self._reader.read(dev, out, slow)
         return Reading(out.samples, out.events)
@@ -158,6 +165,8 @@ class GpuSource:
         self._closed = True
         if self._xid is not None:
             self._xid.close()
+        if self._pod_resources is not None:
+            self._pod_resources.close()
         self._shutdown()
 
     def _shutdown(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..model import Event
 from ._gpu_queries import FIELDS, KIB, QUERIES, Query, field_number
+from ._pod_resources import PodResources
 from ._pods import Pods
 from ._source import Sample
 
@@ -53,7 +54,10 @@ class Device:
     unsupported: set[str] = field(default_factory=set)
     failing: dict[str, int] = field(default_factory=dict)
     counters: dict[int, tuple[float, float]] = field(default_factory=dict)
-    #: The Kubernetes pod, namespace and container of the processes on it (one pod's).
+    #: Its UUID, once NVML has told it.
+    uuid: str | None = None
+    #: The Kubernetes pod, namespace and container it is allocated to, or else that of the
+    #: processes on it (one pod's).
     pod: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -86,9 +90,16 @@ def _present(nvml: Any, names: tuple[str, ...]) -> list[Any]:
 class DeviceReader:
     """Reads devices through ``nvml`` (pynvml or a fake), one code path for both."""
 
-    def __init__(self, nvml: Any, driver_version: str, pods: Pods | None = None) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        driver_version: str,
+        pods: Pods | None = None,
+        pod_resources: PodResources | None = None,
+    ) -> None:
         self._nvml, self._error = nvml, nvml.NVMLError
         self._pods = pods or Pods()
+        self._pod_resources = pod_resources
         self.driver_version = driver_version
         self._functions = {q.key: _present(nvml, q.functions) for q in QUERIES}
         self._functions["fields"] = _present(nvml, ("nvmlDeviceGetFieldValues",))
@@ -190,7 +201,7 @@ class DeviceReader:
     def _info(self, dev: Device, out: ReadOut, memory_total: float | None) -> None:
         """One gpu_info event per device, at its first read that answers."""
         name = self._text(dev, "name", self._nvml.nvmlDeviceGetName, out)
-        uuid = self._text(dev, "uuid", self._nvml.nvmlDeviceGetUUID, out)
+        uuid = self._uuid(dev, out)
         dev.info_sent = True
         memory = f"{memory_total / GIB:.0f} GiB" if memory_total is not None else "memory unknown"
         text = f"GPU {dev.index}: {name or 'unnamed'} ({uuid}), {memory}"
@@ -206,8 +217,13 @@ class DeviceReader:
         )
 
     def _find_pod(self, dev: Device, out: ReadOut) -> None:
-        """Label the GPU with the pod of the processes computing on it, as the DCGM exporter
-        does: one pod's; none when it runs none, or several pods' (a shared GPU)."""
+        """Label the GPU with its pod, as the DCGM exporter does: the one the kubelet allocated
+        it to (pod-resources), or else that of the processes computing on it; none when it runs
+        none, or several pods' (a shared GPU)."""
+        allocated = self._allocated(dev, out)
+        if allocated is not None:
+            dev.pod = allocated
+            return
         fn = getattr(self._nvml, "nvmlDeviceGetComputeRunningProcesses", None)
         if fn is None or "processes" in dev.unsupported:
             return
@@ -216,6 +232,19 @@ class DeviceReader:
             return
         found = {tuple(sorted(self._pods.of(int(p.pid)).items())) for p in running}
         dev.pod = dict(found.pop()) if len(found) == 1 else {}
+
+    def _allocated(self, dev: Device, out: ReadOut) -> dict[str, str] | None:
+        """The labels of the pod container the kubelet allocated the GPU to, or None."""
+        if self._pod_resources is None or not self._pod_resources.gpus:
+            return None
+        uuid = self._uuid(dev, out)
+        return self._pod_resources.of(uuid) if uuid else None
+
+    def _uuid(self, dev: Device, out: ReadOut) -> str:
+        """The GPU's UUID, asked of NVML until it answers; "" until then."""
+        if dev.uuid is None and "uuid" not in dev.unsupported:
+            dev.uuid = self._text(dev, "uuid", self._nvml.nvmlDeviceGetUUID, out) or None
+        return dev.uuid or ""
 
     def _text(self, dev: Device, key: str, fn: Any, out: ReadOut) -> str:
         answer = self._call(dev, key, fn, dev.handle, out=out)

@@ -4,7 +4,9 @@ The reading thread only reads, echoes and groups lines, so the child waits
 no longer than it would on its own terminal. The ``on_event`` callback runs
 on a second thread, which also emits a traceback that has gone quiet. If the
 callback falls far behind, events beyond ``max_pending`` are dropped and
-counted rather than ever blocking the pipe.
+counted rather than ever blocking the pipe. With a ``MetricLines``, the training metrics the
+output prints go to ``on_reading`` from the reading thread: handing them to an agent only
+appends to its in-memory buffer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import IO
 from .._worker import QueueWorker
 from ..model import Event
 from ._lines import LineBuffer, LineGrouper
+from ._log_metrics import MetricLines, StepMetrics
+from ._source import Reading
 
 __all__ = ["OutputPump"]
 
@@ -39,6 +43,8 @@ class OutputPump:
         clock: wall-clock time that stamps lines as they arrive.
         quiet_s: seconds after which a traceback that stopped mid-way is emitted as it is.
         max_pending: events waiting for ``on_event`` beyond which new ones are dropped.
+        metrics: reads training metrics from the output (its format's lines), or None.
+        on_reading: called with the samples ``metrics`` found and the time they arrived.
     """
 
     def __init__(
@@ -52,9 +58,15 @@ class OutputPump:
         clock: Callable[[], float] = time.time,
         quiet_s: float = 2.0,
         max_pending: int = 10000,
+        metrics: MetricLines | None = None,
+        on_reading: Callable[[Reading, float], None] | None = None,
     ) -> None:
+        if metrics is not None and on_reading is None:
+            raise ValueError("metrics need on_reading to go to")
         self._pipe, self._echo, self._on_event, self._clock = pipe, echo, on_event, clock
-        self._grouper = LineGrouper({**(labels or {}), "stream": stream}, quiet_s=quiet_s)
+        self._labels = {**(labels or {}), "stream": stream}
+        self._grouper = LineGrouper(self._labels, quiet_s=quiet_s)
+        self._metrics, self._on_reading = metrics, on_reading
         self._lock = threading.Lock()  # the grouper is fed by one thread, polled by the other
         self.dropped = 0
         # a blocking read of its own: the pipe, not a stop, says when it ends
@@ -97,6 +109,8 @@ class OutputPump:
             while chunk := os.read(fd, _CHUNK_BYTES):
                 self._write_echo(chunk)
                 now = self._clock()
+                if self._metrics is not None:
+                    self._hand_over_metrics(self._metrics.push(chunk), now)
                 with self._lock:
                     events = [e for ln in lines.push(chunk) for e in self._grouper.feed(ln, now)]
                     events += self._grouper.poll(now)
@@ -109,6 +123,8 @@ class OutputPump:
     def _finish(self, lines: LineBuffer) -> None:
         """At the pipe's end: close it, emit the last line and held tracebacks, then an end mark."""
         self._pipe.close()
+        if self._metrics is not None:
+            self._hand_over_metrics(self._metrics.finish(), self._clock())
         with self._lock:
             rest = lines.rest()
             events = self._grouper.feed(rest, self._clock()) if rest is not None else []
@@ -131,6 +147,17 @@ class OutputPump:
         for event in events:
             if not self._events.put(event):
                 self.dropped += 1
+
+    def _hand_over_metrics(self, found: list[StepMetrics], now: float) -> None:
+        """Metrics to ``on_reading``; its failure is logged, the pipe is drained on regardless."""
+        assert self._metrics is not None and self._on_reading is not None
+        samples = self._metrics.samples(found, self._labels)
+        if not samples:
+            return
+        try:
+            self._on_reading(Reading(samples=samples), now)
+        except Exception:
+            log.exception("stepwatch: handing over the metrics of the child's output failed")
 
     def _emit_quiet(self) -> None:
         """Tracebacks that went quiet, as they are (the events thread, when nothing came)."""

@@ -22,6 +22,8 @@ from ..spool import NODE_SPOOL, ClientTls, Sealer, spool_cap
 from ._agent import Agent
 from ._gpu import open_gpu
 from ._host import HostSource
+from ._log_metrics import LOG_FORMATS
+from ._pod_resources import KUBELET_SOCKET, PodResources
 from ._scrape import ScrapeSource
 from ._source import Source
 from ._tail import LogTail
@@ -52,9 +54,15 @@ class AgentOptions:
     interval_s: float = 1.0
     gpu: str = "auto"
     gpu_script: Path | None = None
+    #: The kubelet's pod-resources socket, which says which pod each GPU is allocated to;
+    #: None: the GPUs' pods are found from their processes' cgroups alone.
+    pod_resources: Path | None = KUBELET_SOCKET
     scrape: Sequence[str] = ()
     scrape_interval_s: float = 15.0
     logs: Sequence[Path] = ()
+    #: A format of ``LOG_FORMATS`` in which the ``logs`` (and, under ``stepwatch run``, the
+    #: command's output) print training metrics; None: their lines are only log events.
+    parse: str | None = None
     paths: Sequence[Path] = ()
     pids: Sequence[int] = ()
     heartbeat_s: float = 5.0
@@ -67,7 +75,10 @@ class AgentOptions:
 
     def check_targets(self) -> None:
         """ValueError for a target given by mistake: a pid no process has, a log file in a
-        directory that does not exist. A log file not there yet is fine (it is waited for)."""
+        directory that does not exist, a format to parse that is none. A log file not there yet
+        is fine (it is waited for)."""
+        if self.parse is not None and self.parse not in LOG_FORMATS:
+            raise ValueError(f"--parse {self.parse}: use one of {', '.join(LOG_FORMATS)}")
         for pid in self.pids:
             if not psutil.pid_exists(pid):
                 raise ValueError(f"--pid {pid}: no such process")
@@ -84,7 +95,10 @@ def build_sources(options: AgentOptions, say: Callable[[str], object]) -> list[S
     for pid in options.pids:
         host.watch_pid(pid, children=True)
     sources: list[Source] = [host]
-    gpu, reason = open_gpu(options.gpu, options.gpu_script, interval_s=options.interval_s)
+    allocations = PodResources(options.pod_resources) if options.pod_resources else None
+    gpu, reason = open_gpu(
+        options.gpu, options.gpu_script, interval_s=options.interval_s, pod_resources=allocations
+    )
     if gpu is not None:
         sources.append(gpu)
     if reason:
@@ -93,7 +107,9 @@ def build_sources(options: AgentOptions, say: Callable[[str], object]) -> list[S
         sources += [
             ScrapeSource(url, interval_s=options.scrape_interval_s) for url in options.scrape
         ]
-    sources += [LogTail(path, interval_s=options.interval_s) for path in options.logs]
+    sources += [
+        LogTail(path, interval_s=options.interval_s, parse=options.parse) for path in options.logs
+    ]
     return sources
 
 

@@ -16,11 +16,13 @@ __all__ = ["Flushes", "Reading", "Sample", "Source"]
 
 @dataclass(slots=True)
 class Sample:
-    """One value read now; ``labels`` are the source's own (gpu, path, pid...), not node/run."""
+    """One value read now; ``labels`` are the source's own (gpu, path, pid...), not node/run.
+    ``step`` is the training step a metric read from a log line belongs to."""
 
     name: str
     value: float
     labels: dict[str, str] = field(default_factory=dict)
+    step: int | None = None
 
 
 @dataclass(slots=True)

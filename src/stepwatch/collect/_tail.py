@@ -2,7 +2,8 @@
 
 Rotation by rename (logrotate's default) finishes the old file before the new
 one; copytruncate (the file shrinks) starts again at 0; a missing file is
-waited for and reported once as a ``log_source_error`` event.
+waited for and reported once as a ``log_source_error`` event. With a format to parse, the
+training metrics its lines print become samples at their steps as well (``MetricLines``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from ..model import Event
 from ._lines import LineBuffer, LineGrouper
-from ._source import Reading
+from ._log_metrics import MetricLines, StepMetrics
+from ._source import Reading, Sample
 
 __all__ = ["LogTail"]
 
@@ -34,6 +36,7 @@ class LogTail:
         clock: wall-clock time, for events that ``flush`` emits.
         max_bytes_per_read: bytes one ``read`` takes at most; the rest waits for the next.
         quiet_s: seconds after which a traceback that stopped mid-way is emitted as it is.
+        parse: a format of ``LOG_FORMATS`` to read training metrics from the lines in, or None.
     """
 
     name = "logs"
@@ -48,6 +51,7 @@ class LogTail:
         clock: Callable[[], float] = time.time,
         max_bytes_per_read: int = 4 << 20,
         quiet_s: float = 2.0,
+        parse: str | None = None,
     ) -> None:
         if max_bytes_per_read <= 0:
             raise ValueError(f"max_bytes_per_read must be > 0, got {max_bytes_per_read}")
@@ -58,6 +62,8 @@ class LogTail:
         self._labels = {**(labels or {}), "path": str(self.path)}
         self._grouper = LineGrouper(self._labels, quiet_s=quiet_s)
         self._lines = LineBuffer()
+        self._metrics = MetricLines(parse) if parse is not None else None
+        self._found: list[StepMetrics] = []  # metrics read since the last reading
         self._file: io.FileIO | None = None
         self._identity: tuple[int, int] | None = None
         self._trouble: str | None = None  # the problem last reported, reported once
@@ -75,7 +81,7 @@ class LogTail:
                 events.extend(self._report(now, exc))
                 self._close_file()
         events.extend(self._grouper.poll(now))
-        return Reading(events=events)
+        return Reading(samples=self._samples(), events=events)
 
     def flush(self) -> Reading:
         """Read what is left and emit the unfinished last line and any held traceback."""
@@ -84,6 +90,9 @@ class LogTail:
         if (rest := self._lines.rest()) is not None:
             reading.events.extend(self._grouper.feed(rest, now))
         reading.events.extend(self._grouper.flush())
+        if self._metrics is not None:
+            self._found += self._metrics.finish()
+            reading.samples.extend(self._samples())
         return reading
 
     def close(self) -> None:
@@ -146,6 +155,8 @@ class LogTail:
             if not chunk:
                 break
             budget -= len(chunk)
+            if self._metrics is not None:
+                self._found += self._metrics.push(chunk)
             for line in self._lines.push(chunk):
                 events.extend(self._grouper.feed(line, now))
         return events, budget
@@ -160,8 +171,17 @@ class LogTail:
 
     def _end_line(self, now: float) -> list[Event]:
         """Emit the unfinished last line of a file we are leaving, so it is not lost."""
+        if self._metrics is not None:
+            self._found += self._metrics.finish()
         rest = self._lines.rest()
         return self._grouper.feed(rest, now) if rest is not None else []
+
+    def _samples(self) -> list[Sample]:
+        """The metrics read since the last reading, as samples (none without a format)."""
+        if self._metrics is None:
+            return []
+        found, self._found = self._found, []
+        return self._metrics.samples(found, {"path": str(self.path)})
 
     def _close_file(self) -> None:
         if self._file is not None:

@@ -2,7 +2,8 @@
 
 Starts a collector when none is given, an agent beside the command, runs the
 command with the SDK's environment set (so every rank joins the same run),
-echoes and records its output, and ends the run as the command ended.
+echoes and records its output (and, with a format to parse, the training metrics it prints),
+and ends the run as the command ended.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import BinaryIO
 
 from .._encryption import ENV_KEY, ENV_KEY_FILE
 from .._links import DEFAULT_PORT, look_again, run_link
-from ..collect import Agent, AgentOptions, HostSource, OutputPump, open_agent
+from ..collect import Agent, AgentOptions, HostSource, MetricLines, OutputPump, open_agent
 from ..model import Event, RunStatus
 from ..model import Run as RunRecord
 from ..spool import Sealer, write_run
@@ -145,6 +146,8 @@ def _status(returncode: int) -> tuple[str, int | None, int | None]:
 def _run_command(
     launch: Launch, agent: Agent, out: BinaryIO, err: BinaryIO
 ) -> tuple[str, int | None, int | None]:
+    parse = launch.agent.parse
+    metrics = [MetricLines(parse) if parse is not None else None for _ in ("stdout", "stderr")]
     proc = subprocess.Popen(
         list(launch.command),
         env=_child_env(launch.agent),
@@ -157,9 +160,17 @@ def _run_command(
         if isinstance(source, HostSource):
             source.watch_pid(proc.pid, children=True, returncode=proc.poll, report_exit=False)
     assert proc.stdout is not None and proc.stderr is not None
+    streams = ((proc.stdout, "stdout", out), (proc.stderr, "stderr", err))
     pumps = [
-        OutputPump(pipe, stream=name, on_event=agent.emit_event, echo=echo).start()
-        for pipe, name, echo in ((proc.stdout, "stdout", out), (proc.stderr, "stderr", err))
+        OutputPump(
+            pipe,
+            stream=name,
+            on_event=agent.emit_event,
+            echo=echo,
+            metrics=lines,
+            on_reading=agent.emit,
+        ).start()
+        for (pipe, name, echo), lines in zip(streams, metrics, strict=True)
     ]
     with _forwarding(proc):
         returncode = proc.wait()
