@@ -232,3 +232,25 @@ def test_alerts_group_by_kind_and_run(api: httpx.Client, loss_doc: Any, eventual
     by_run = api.get("/api/v1/alerts/groups", params={"by": "kind,run"}).json()
     assert sorted(g["labels"]["run"] for g in by_run) == ["r1", "r2", "r3"]
     assert api.get("/api/v1/alerts/groups", params={"by": " , "}).status_code == 400
+
+
+def test_an_oom_and_the_nan_loss_after_it_are_one_incident_caused_by_the_oom(
+    api: httpx.Client, loss_doc: Any
+) -> None:
+    said = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    oom = {"ts": T0 + 1, "kind": "log", "text": said, "labels": {"run": "r1", "node": "node0"}}
+    api.post("/api/v1/ingest", json={"source": "logs-n0", "seq": 1, "events": [oom]})
+    api.post("/api/v1/ingest", json=loss_doc(1, "r1", [1.0, 1.0, 1.0, "NaN"], T0))
+    api.post("/api/v1/ingest", json=loss_doc(2, "r2", [1.0, "NaN"], T0 + 3600))  # another run
+    pause = threading.Event()
+    for _ in range(int(WAIT_S / 0.1)):
+        everything = api.get("/api/v1/alerts/incidents").json()
+        if [len(i["alerts"]) for i in everything] == [1, 2]:
+            break
+        pause.wait(0.1)
+    assert [i["run"] for i in everything] == ["r2", "r1"]  # newest first
+    (incident,) = api.get("/api/v1/alerts/incidents", params={"run": "r1"}).json()
+    assert incident["run"] == "r1" and incident["open"]
+    assert incident["root_cause"]["alert"]["kind"] == "log_oom"
+    assert "may explain nonfinite" in incident["root_cause"]["evidence"]
+    assert [c["alert"]["kind"] for c in incident["causes"]] == ["log_oom", "nonfinite"]

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ..auth import Identity
-from ..detect import AlertState, group_alerts
+from ..detect import AlertState, group_alerts, incidents
 from ..model import Event
 from ..store import AlertQuery, AlertRow, AlertStates
 from ._alert_stream import alert_json
@@ -125,6 +125,46 @@ class _Alerts:
             {"rules": len(live.rules), "queued": live.queued, **counts, "warming_up": warming}
         )
 
+    def incidents(
+        self,
+        who: Reader,
+        run: str | None = None,
+        state: AlertStates = "all",
+        since: float | None = None,
+        until: float | None = None,
+    ) -> JSON:
+        """The alerts (the newest 10,000) as incidents, newest first: alerts of one run that
+        belong together, their probable causes ranked with the evidence (the first is the
+        root cause), and whether any of them still fires. ``state=open``: incidents with an
+        alert open."""
+        bounds = seconds("since", since), seconds("until", until)
+        query = AlertQuery("all", run, who.projects, None, None, *bounds)
+        rows = self.detection.store.current.alerts(query, None, GROUPED).items
+        shown = {row.id: j for row in rows if (j := self._json(row)) is not None}
+        found = incidents(row for row in rows if row.id in shown)
+        listed = []
+        for incident in reversed(found):
+            live = any(a.open for a in incident.alerts)
+            if state == "open" and not live:
+                continue
+            causes = [
+                {"alert": shown[c.alert.id], "evidence": list(c.evidence)}
+                for c in incident.causes()[:3]
+            ]
+            listed.append(
+                {
+                    "id": incident.alerts[0].id,
+                    "run": incident.run,
+                    "start": incident.start,
+                    "last": incident.last,
+                    "open": live,
+                    "root_cause": causes[0],
+                    "causes": causes,
+                    "alerts": [shown[a.id] for a in incident.alerts],
+                }
+            )
+        return JSON(listed)
+
     async def stream(self, who: Reader, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""
         return self.detection.streams.response(run, self.scope.hears(who))
@@ -154,4 +194,5 @@ def alerts_router(detection: Detection, scope: Scope) -> APIRouter:
     router.add_api_route("/groups", alerts.groups, methods=["GET"])
     router.add_api_route("/stats", alerts.stats, methods=["GET"])
     router.add_api_route("/{alert_id}/ack", alerts.ack, methods=["POST"])
+    router.add_api_route("/incidents", alerts.incidents, methods=["GET"])
     return router

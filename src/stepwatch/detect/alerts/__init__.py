@@ -3,6 +3,7 @@ grouping, and the alerts file format."""
 
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._grouping import AlertGroup, group_alerts
+from ._incidents import AlertIncident, Cause, incidents, root_kinds
 from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import (
     DEFAULT_INHIBITIONS,
@@ -15,8 +16,10 @@ from ._silences import (
 
 __all__ = [
     "AlertGroup",
+    "AlertIncident",
     "AlertRecord",
     "AlertsFormatError",
+    "Cause",
     "DEFAULT_INHIBITIONS",
     "Inhibition",
     "Matcher",
@@ -27,7 +30,9 @@ __all__ = [
     "SilenceBook",
     "SilenceEntry",
     "group_alerts",
+    "incidents",
     "inhibited",
     "read_alerts",
+    "root_kinds",
     "write_alerts",
 ]
