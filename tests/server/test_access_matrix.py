@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 import sys
 import time
 import uuid
@@ -73,6 +74,7 @@ ROUTES: dict[str, Rule] = {
     "GET /api/v1/alerts/stream": Rule("read", other=None),
     "GET /api/v1/alerts/groups": Rule("read", other=None),
     "GET /api/v1/alerts/stats": Rule("read", other=None),
+    "GET /api/v1/alerts/incidents": Rule("read", other=None),
     "POST /api/v1/alerts/{alert_id}/ack": Rule("operate"),
     "POST /api/v1/silences": Rule("operate", 201, 403),  # project=other
     "GET /api/v1/silences": Rule("read", other=None),
@@ -92,6 +94,11 @@ ROUTES: dict[str, Rule] = {
     "GET /api/v1/query/percentiles": Rule("read", other=None),
     "GET /api/v1/query/latest": Rule("read", other=None),
     "GET /api/v1/events": Rule("read", other=None),
+    "POST /api/v1/logs/search": Rule("read", other=None),
+    "POST /api/v1/logs/search/rule": Rule("read", other=None),
+    "GET /es": Rule("write", other=None),
+    "POST /_bulk": Rule("write", other=403),  # a line of the other project's run
+    "POST /{index}/_bulk": Rule("write", other=403),
 }
 
 
@@ -205,6 +212,7 @@ def _call(seed: Seeded, route: str, role: str | None, project: str) -> httpx.Req
         "action_id": seed.new_action(project) if "{action_id}/" in path else seed.actions[project],
         "token_id": seed.new_token(project) if "{token_id}" in path else "",
         "profile_id": seed.profiles[project],
+        "index": "logs",
     }
     params: dict[str, Any] = {}
     if path in ("/api/v1/query/raw", "/api/v1/query/downsample"):
@@ -217,6 +225,12 @@ def _call(seed: Seeded, route: str, role: str | None, project: str) -> httpx.Req
     headers = {}
     if role is not None and route != "POST /api/v1/session":  # signing in sends it in the body
         headers["Authorization"] = f"Bearer {seed.collector.tokens[role, OWN]}"
+    if route.endswith("/_bulk"):
+        doc = {"@timestamp": "2026-05-01T00:00:00Z", "message": "hello", "run": run}
+        ndjson = '{"index": {}}\n' + json.dumps(doc) + "\n"
+        return seed.calls.build_request(
+            method, path.format(**fill), content=ndjson, headers=headers
+        )
     if route == "POST /api/v1/runs/{run_id}/profiles":
         params, headers["Content-Type"] = {"steps": 1}, "application/gzip"
         return seed.calls.build_request(
@@ -241,6 +255,10 @@ def _body(seed: Seeded, route: str, role: str | None, project: str) -> Any:
         return fresh if project == OWN else {"id": run}
     if route == "POST /api/v1/runs/{run_id}/finish":
         return {"status": "finished"}
+    if route == "POST /api/v1/logs/search":
+        return {"query": {"match": {"message": "hello"}}, "run": run}
+    if route == "POST /api/v1/logs/search/rule":
+        return {"q": "hello", "alert": "hello_seen"}
     if route == "POST /api/v1/runs/{run_id}/commands":
         return {"action": "checkpoint"}
     if route.endswith("/ack"):

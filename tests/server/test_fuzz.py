@@ -4,6 +4,7 @@ collector's own OpenAPI schema declares. Derandomized: a run repeats the last on
 
 from __future__ import annotations
 
+import gzip
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,13 @@ CHECKS = [
 ]
 #: Server-sent event streams answer for as long as the client listens: there is no end to check.
 STREAMS = ("/api/v1/stream", "/api/v1/alerts/stream")
+
+
+@schemathesis.serializer("application/gzip")
+def _gzip(ctx: Any, value: Any) -> bytes:
+    """A profile upload's body: what was generated, compressed (a trace or not)."""
+    raw = value if isinstance(value, bytes) else str(value).encode()
+    return gzip.compress(raw)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from ._advice import advice_router
 from ._alerts import alerts_router
 from ._audit import audit_router
 from ._auth import PUBLIC, Guard, SignedIn, include
+from ._bulk import BULK_PATHS, bulk_router
 from ._commands import commands_router
 from ._dashboard import dashboard_router
 from ._detection import Detection
@@ -37,6 +38,7 @@ from ._forecasting import ForecastWorker
 from ._guards import Guards
 from ._ingest import IngestStats, ingest_router
 from ._jsonio import JSON, error_response
+from ._log_search import log_search_router
 from ._metrics import Parts, StoreFigures, metrics_registry, metrics_router
 from ._notifications import Notifications
 from ._options import DEFAULT_OPTIONS, CollectorOptions
@@ -216,7 +218,7 @@ def create_app(
         Guards,
         hosts=options.hosts(),
         max_json_bytes=options.max_json_bytes,
-        own_limits=(re.compile("/api/v1/ingest"), PROFILE_UPLOADS),  # their own limits
+        own_limits=(re.compile("/api/v1/ingest"), PROFILE_UPLOADS, BULK_PATHS),  # own limits
     )
     app.state.streams = streams  # the server closes them first when it stops
     app.state.alert_streams = detection.streams  # these too
@@ -261,5 +263,7 @@ def create_app(
     include(app, audit_router(scope))
     include(app, fleet_router(fleet))
     include(app, query_router(scope))
+    include(app, log_search_router(scope))
+    include(app, bulk_router(writer, options.max_body_bytes, clock, scope))
     app.mount("/ui", StaticFiles(directory=UI_DIR), name="ui")
     return app

@@ -7,6 +7,7 @@ from ._catalogue import LabelMatch, SeriesInfo
 from ._checkpoints import Checkpoint, Position
 from ._errors import StoreError
 from ._forecasts import Forecasts, StoredForecast, StoredLaw
+from ._log_search import LogHit
 from ._paging import Page, every
 from ._plan import Kept
 from ._profiles import MAX_PROFILE_BYTES, ProfileInfo
@@ -36,6 +37,7 @@ __all__ = [
     "Head",
     "Kept",
     "LabelMatch",
+    "LogHit",
     "Page",
     "Position",
     "ProfileInfo",

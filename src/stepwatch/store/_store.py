@@ -14,6 +14,7 @@ import duckdb
 
 from .. import __version__
 from .._encryption import EncryptionKey
+from .._log_query import LogQuery
 from ..model import Event, RecordBatch, Run, RunStatus, SampleBatch
 from . import (
     _checkpoints,
@@ -35,6 +36,7 @@ from ._errors import StoreError
 from ._footprint import Footprint
 from ._forecasts import Forecasts
 from ._ingest import prepare, write
+from ._log_search import LogHit, search_logs
 from ._logs import LogFilter
 from ._profiles import Profiles
 from ._pruner import Pruner, StoreAccess
@@ -366,6 +368,26 @@ class Store(SeriesQueries):
         chosen = LogFilter(**where)
         with self._txn() as cur:
             return _logs.logs(cur, chosen)
+
+    def search_logs(
+        self,
+        query: LogQuery,
+        *,
+        runs: Collection[str] | None = None,
+        limit: int = 100,
+        context: int = 0,
+        newest_first: bool = True,
+        now: float | None = None,
+    ) -> list[LogHit]:
+        """Log lines matching a bool query, each with ``context`` lines of its stream around
+        it; ``runs`` keeps only lines of those runs; ``now`` (default: the clock) resolves the
+        query's date math."""
+        at = self._clock() if now is None else now
+        with self._txn() as cur:
+            return search_logs(
+                cur, query, now=at, runs=runs, limit=limit, context=context,
+                newest_first=newest_first,
+            )  # fmt: skip
 
     def run_summaries(
         self,

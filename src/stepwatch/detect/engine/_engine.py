@@ -373,6 +373,6 @@ class Engine:
             if event.kind != "log":
                 continue
             for log_rule in self._log_rules:
-                if log_rule.matches(event.text) and (alert := log_rule.fire(event)) is not None:
+                if log_rule.matches(event) and (alert := log_rule.fire(event)) is not None:
                     out.append(alert)
         return out

@@ -3,6 +3,9 @@ incident's many lines make one alert."""
 
 from __future__ import annotations
 
+import json
+
+from ..._log_query import parse_query
 from ..._regex import compile_regex
 from ...model import Event
 from ..rules import LogMatch, Rule
@@ -24,9 +27,15 @@ class LogRule:
         self.rule, self.match = rule, match
         self.regex = compile_regex(match.regex) if match.regex else None
         self.exclude = compile_regex(match.exclude) if match.exclude else None
+        self.query = parse_query(json.loads(match.query)) if match.query else None
         self.last: dict[tuple[tuple[str, str], ...], float] = {}
 
-    def matches(self, text: str) -> bool:
+    def matches(self, event: Event) -> bool:
+        """Whether the line matches. A query's ``now`` is the line's own time: a saved search's
+        relative window (``now-5m``) holds for each new line as it arrives, in a replay too."""
+        text = event.text
+        if self.query is not None and not self.query.matches(event, now=event.ts):
+            return False
         if self.regex is not None and not self.regex.search(text):
             return False
         if not all(word in text for word in self.match.all):

@@ -27,12 +27,15 @@ SEVERITIES = ("info", "warning", "critical")
 @dataclass(frozen=True, slots=True)
 class LogMatch:
     """Log lines that match ``regex`` (if given), contain all of ``all`` and any of ``any``,
-    and do not match ``exclude``: a tool's benign line can share words with its fatal one."""
+    and do not match ``exclude``: a tool's benign line can share words with its fatal one.
+    ``query`` (canonical JSON) is a bool query in Elasticsearch's form that the line must
+    match too: a saved search, read as the search API reads it."""
 
     regex: str | None = None
     all: tuple[str, ...] = ()
     any: tuple[str, ...] = ()
     exclude: str | None = None
+    query: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
+from ..._log_query import QueryError, parse_query
 from ..._regex import compile_regex
 from ...config import At, Problems, RuleError, compose, read_config
 from ...model import canonical_name, validate_label
@@ -104,13 +107,25 @@ def _threshold(at: At) -> Comparison:
 
 
 def _log_match(at: At) -> LogMatch:
-    fields = at.mapping({"regex", "all", "any", "exclude"})
+    fields = at.mapping({"regex", "all", "any", "exclude", "query"})
     regex, exclude = _log_regex(fields.get("regex")), _log_regex(fields.get("exclude"))
     all_ = tuple(fields["all"].str_list()) if "all" in fields else ()
     any_ = tuple(fields["any"].str_list()) if "any" in fields else ()
-    if regex is None and not all_ and not any_:
-        raise at.error("a log signal needs regex, all or any")
-    return LogMatch(regex, all_, any_, exclude)
+    query = _log_query(fields["query"]) if "query" in fields else None
+    if regex is None and not all_ and not any_ and query is None:
+        raise at.error("a log signal needs regex, all, any or query")
+    return LogMatch(regex, all_, any_, exclude, query)
+
+
+def _log_query(at: At) -> str:
+    """A bool query as the search API takes it, refused where it is read when it is not one;
+    kept as canonical JSON (rules compare equal across reloads)."""
+    if not at.is_mapping:
+        raise at.error("expected a query in Elasticsearch's form, e.g. {bool: {must: [...]}}")
+    try:
+        return parse_query(yaml.SafeLoader("").construct_object(at.node, deep=True)).source
+    except QueryError as exc:
+        raise at.error(str(exc)) from None
 
 
 def _log_regex(at: At | None) -> str | None:
