@@ -28,9 +28,11 @@ def test_exported_names() -> None:
         "Cuda",
         "Device",
         "Host",
+        "Profile",
         "StopTraining",
         "Watcher",
         "control",
+        "profile",
         "watch",
     ]
 

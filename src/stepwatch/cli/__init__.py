@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (they add the commands)
     _node,
     _recorded,
     _tokens,
+    _trace,
     _tsdb,
 )
 from ._base import main
