@@ -38,11 +38,13 @@ def test_a_swap_empties_the_buffer_and_its_count() -> None:
 
 def test_appends_racing_swaps_are_all_taken_once_in_order() -> None:
     buffer, calls = Buffer(), 20_000
-    done = threading.Event()
+    done, swapped = threading.Event(), threading.Semaphore(0)
 
     def produce() -> None:
         for i in range(calls):
             buffer.append([i % 5, 5], [float(i), -float(i)], float(i), i)
+            if i % 4_000 == 3_999:  # however loaded the machine, some swaps come in between
+                swapped.acquire(timeout=10)
         done.set()
 
     swaps = []
@@ -50,6 +52,7 @@ def test_appends_racing_swaps_are_all_taken_once_in_order() -> None:
     producer.start()
     while not done.is_set():
         swaps.append(buffer.swap())
+        swapped.release()
     producer.join()
     swaps.append(buffer.swap())
     step = np.concatenate([cols.step for cols in swaps])

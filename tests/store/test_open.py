@@ -37,6 +37,7 @@ def test_public_api() -> None:
         "Head",
         "Kept",
         "LabelMatch",
+        "LogHit",
         "Page",
         "Position",
         "ProfileInfo",

@@ -8,6 +8,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,24 @@ def test_without_a_collector_the_trace_stays_in_a_file(tmp_path: Path) -> None:
     run.finish()
     assert captured.uploaded is None and captured.kept is not None
     assert _profiler_steps(captured.kept.read_bytes()) == ["ProfilerStep#1"]
+
+
+def test_a_trace_waits_for_a_collector_that_is_down_for_a_while(
+    server: Any, tmp_path: Path
+) -> None:
+    run = stepwatch.init(project="p", run_id="patient", server=server.url, dir=tmp_path,
+                         heartbeat_s=None)  # fmt: skip
+    _, optimizer, step = _training()
+    step(run, 0)
+    server.stop()
+    captured = profile(optimizer, run, steps=1, wait=0)
+    for i in range(1, 4):
+        step(run, i)
+    time.sleep(1.0)  # the upload is being tried
+    assert not captured.done.is_set()
+    server.start()
+    assert captured.done.wait(60)
+    run.finish()
+    assert captured.uploaded is not None and captured.kept is None
+    listed = httpx.get(f"{server.url}/api/v1/runs/patient/profiles", timeout=10).json()
+    assert [p["id"] for p in listed] == [captured.uploaded["id"]]

@@ -42,6 +42,7 @@ def test_drag_zoom_refetches_the_narrower_range(dashboard: Dashboard, live_demo:
     width = (end - start) / int(before["points"][0])  # seconds per point before the zoom
 
     over = chart.locator(".u-over")
+    over.scroll_into_view_if_needed()  # panels above it grow as the run goes on
     box = over.bounding_box()
     assert box is not None
     # A followed run's axis runs on past its data (the forecast cone): drag within the data,

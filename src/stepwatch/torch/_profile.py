@@ -1,11 +1,12 @@
-"""``profile(run, optimizer, steps=N)``: torch.profiler over the next N optimizer steps, the
+"""``profile(optimizer, run, steps=N)``: torch.profiler over the next N optimizer steps, the
 trace uploaded to the collector with the run, rank and steps.
 
 The profiler follows its schedule on the optimizer's step hook (a step or two of warm-up,
 then N active steps), so the loop is not changed. Once the active steps are over the trace
 is written, compressed and uploaded on a thread of its own: training pays for the profiled
-steps only. Without a collector (or when it cannot be reached) the trace stays in a file,
-said in the log.
+steps only. An upload the collector cannot take yet (unreachable, busy, the run's record still
+on its way) is tried again for a minute; without a collector, or after that, the trace stays
+in a file, said in the log.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -23,11 +25,16 @@ import torch
 from torch.profiler import ProfilerActivity, schedule
 
 from ..sdk import Run, current_run
-from ..spool import HttpClient, TransportError
+from ..spool import Backoff, HttpClient, TransportError
 
 __all__ = ["Profile", "profile"]
 
 log = logging.getLogger("stepwatch.torch")
+
+#: How long an upload is tried again while the collector cannot take it yet.
+UPLOAD_FOR_S = 60.0
+#: Answers that may change: the run's record is on its way (404), too many requests.
+_LATER = frozenset({404, 408, 429})
 
 
 class Profile:
@@ -100,20 +107,27 @@ class Profile:
         if self.first_step is not None:
             query["first_step"] = self.first_step
         path = f"/api/v1/runs/{quote(run.id, safe='')}/profiles?{urlencode(query)}"
+        body, backoff = trace.read_bytes(), Backoff(base_s=0.5, cap_s=5.0)
+        deadline = time.monotonic() + UPLOAD_FOR_S
         client = HttpClient(run.server, run.token, tls=run.tls, timeout_s=60.0)
         try:
-            answer = client.post(path, trace.read_bytes(), "application/gzip")
-        except TransportError as exc:
-            answer = None
-            why = str(exc)
+            while True:
+                try:
+                    answer = client.post(path, body, "application/gzip")
+                except TransportError as exc:
+                    answer, why = None, str(exc)
+                if answer is not None and answer.status == 201:
+                    self.uploaded = answer.body
+                    shutil.rmtree(trace.parent, ignore_errors=True)
+                    return
+                if answer is not None:
+                    why = f"{answer.status}: {answer.body.get('error', '')}"
+                again = answer is None or answer.status in _LATER or answer.status >= 500
+                if not again or time.monotonic() >= deadline:
+                    break
+                time.sleep(backoff.next())
         finally:
             client.close()
-        if answer is not None and answer.status == 201:
-            self.uploaded = answer.body
-            shutil.rmtree(trace.parent, ignore_errors=True)
-            return
-        if answer is not None:
-            why = f"{answer.status}: {answer.body.get('error', '')}"
         self.kept = trace
         log.warning("stepwatch: the profile was not taken (%s); it is in %s", why, trace)
 
