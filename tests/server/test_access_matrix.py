@@ -67,6 +67,7 @@ ROUTES: dict[str, Rule] = {
     "POST /api/v1/runs/{run_id}/profiles": Rule("write", 201),
     "GET /api/v1/runs/{run_id}/profiles": Rule("read"),
     "GET /api/v1/runs/{run_id}/profiles/{profile_id}": Rule("read"),
+    "GET /api/v1/runs/{run_id}/profiles/{profile_id}/analysis": Rule("read"),
     "POST /api/v1/runs/{run_id}/commands": Rule("operate", 201),
     "GET /api/v1/runs/{run_id}/commands": Rule("write|read"),
     "POST /api/v1/runs/{run_id}/commands/{command_id}/ack": Rule("write"),

@@ -42,6 +42,7 @@ from ._log_search import log_search_router
 from ._metrics import Parts, StoreFigures, metrics_registry, metrics_router
 from ._notifications import Notifications
 from ._options import DEFAULT_OPTIONS, CollectorOptions
+from ._profile_analysis import profile_analysis_router
 from ._profiles_api import PROFILE_UPLOADS, profiles_router
 from ._query import query_router
 from ._readiness import Readiness
@@ -255,6 +256,7 @@ def create_app(
     include(app, runs_router(scope, clock, detection.finish_run))
     include(app, forecast_router(scope))
     include(app, profiles_router(scope, clock))
+    include(app, profile_analysis_router(scope))
     include(app, advice_router(scope))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))

@@ -1,7 +1,7 @@
 // Run overview: loss, learning rate, gradient norm and tokens/s with EMA smoothing, alert
 // annotations, x axis by step or time, drag to zoom; the run's forecast (the loss cone on the
 // loss chart while the run is followed live, ETA, final loss, chance of success), where its
-// time went, and the advice its data supports.
+// time went, the advice its data supports, and its profiler traces.
 
 import { el } from "../util.js";
 import { multi, primary, single } from "../data.js";
@@ -9,6 +9,7 @@ import { panels, rangeBar } from "./common.js";
 import { advicePanel } from "./advice.js";
 import { forecastPanel, runInsights, withCone } from "./forecast.js";
 import { goodputPanel } from "./goodput.js";
+import { profilesPanel } from "./profiles.js";
 
 export const METRICS = [
   { id: "train.loss", title: "Loss", smooth: true },
@@ -45,10 +46,12 @@ export async function render(root, ctx) {
   );
   const top = el("div", { class: "grid2 section" });
   const grid = el("div", { class: "grid2" });
-  root.append(top, grid);
+  const below = el("div", { class: "section profiles-section" }); // under the charts: its list moves none of them
+  root.append(top, grid, below);
   const forecast = forecastPanel(top);
   const goodput = goodputPanel(top);
   const advice = advicePanel(top);
+  const profiles = profilesPanel(below, ctx);
   // The forecast's panels from the answers that came; a refusal of either is reported.
   function showInsights({ forecast: fc, advice: adv }) {
     if (ctx.signal.aborted) return;
@@ -63,7 +66,7 @@ export async function render(root, ctx) {
   // The charts and the panels (the loss chart's cone reads the forecast loaded first).
   async function refresh() {
     const asked = insights.load(ctx.signal);
-    const done = await Promise.allSettled([set.refresh(), asked.then(showInsights)]);
+    const done = await Promise.allSettled([set.refresh(), asked.then(showInsights), profiles.refresh()]);
     const failed = done.find((r) => r.status === "rejected");
     if (failed) throw failed.reason;
   }
