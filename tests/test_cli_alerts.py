@@ -206,3 +206,16 @@ def test_server_refuses_a_rule_file_with_a_mistake(tmp_path: Path) -> None:
     ]
     assert "groups[0].rules[0].threshold: expected a comparison" in result.output
     assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_alerts_as_incidents_name_the_root_cause(collector: Any) -> None:
+    _hot_gpu(collector)
+    said = _cli("alerts", "--incidents", "--server", collector.url, "--token", collector.token)
+    assert said.exit_code == 0, said.output
+    assert "1 incident" in said.output
+    assert "gpu_thermal gpu=1 node=n3" in said.output
+    assert "a hardware or storage alert; on n3" in said.output
+    as_json = _cli("alerts", "--incidents", "--json", "--server", collector.url,
+                   "--token", collector.token)  # fmt: skip
+    (incident,) = json.loads(as_json.output)
+    assert incident["root_cause"]["alert"]["kind"] == "gpu_thermal" and incident["open"]

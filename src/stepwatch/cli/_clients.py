@@ -61,6 +61,13 @@ def _show(found: Sequence[Any], as_json: bool, table: Callable[[Sequence[Any]], 
     default=None,
     help="Group by kind, severity or labels (e.g. kind,run): a row per group.",
 )
+@click.option(
+    "--incidents",
+    "as_incidents",
+    is_flag=True,
+    help="The alerts as incidents (a fault and its symptoms), each with its root cause and "
+    "why; --state open: those still firing.",
+)
 @_json_option
 def alerts(
     server_url: str,
@@ -70,12 +77,17 @@ def alerts(
     kind: str | None,
     limit: int,
     group_by: str | None,
+    as_incidents: bool,
     as_json: bool,
 ) -> None:
-    """List the collector's alerts (latest state of each), newest first, or their groups."""
-    from ._tables import alert_groups_table, alerts_table, unknown_group_labels
+    """List the collector's alerts (latest state of each), newest first, their groups, or
+    the incidents they make."""
+    from ._tables import alert_groups_table, alerts_table, incidents_table, unknown_group_labels
 
     with _client(server_url, token) as client:
+        if as_incidents:
+            chosen = "open" if state == "open" else "all"
+            return _show(client.incidents(run_id, chosen), as_json, incidents_table)
         if not group_by:
             found = client.alerts(run=run_id, state=state, kind=kind, limit=limit)
             return _show(found, as_json, alerts_table)

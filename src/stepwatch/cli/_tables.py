@@ -113,6 +113,26 @@ def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def incidents_table(incidents: Sequence[dict[str, Any]]) -> Table:
+    """One row per incident: when, its run, its root cause and why, how many alerts."""
+    table = titled_table(
+        plural(len(incidents), "incident"),
+        ("since", "run", "root cause", "evidence", "alerts", "open"),
+    )
+    for i in incidents:
+        cause = i["root_cause"]["alert"]
+        where = _entity({k: v for k, v in cause["labels"].items() if k != "run"})
+        table.add_row(
+            _when(i["start"]),
+            i["run"] or "",
+            f"{cause['kind']} {where}".strip(),
+            "; ".join(i["root_cause"]["evidence"]),
+            str(len(i["alerts"])),
+            "yes" if i["open"] else "no",
+        )
+    return table
+
+
 def silences_table(silences: Sequence[dict[str, Any]]) -> Table:
     """One row per silence: its matchers, window, who and why."""
     table = titled_table(

@@ -39,6 +39,11 @@ class CollectorClient(ApiSession):
         params = _params(by=by, state=state, run=run, kind=kind)
         return list(self.call("GET", "/alerts/groups", params=params))
 
+    def incidents(self, run: str | None = None, state: str = "all") -> list[dict[str, Any]]:
+        """The alerts as incidents, newest first, each with its ranked causes."""
+        params = _params(run=run, state=state)
+        return list(self.call("GET", "/alerts/incidents", params=params))
+
     def add_silence(
         self, matchers: Sequence[str], duration_s: float, comment: str = ""
     ) -> dict[str, Any]:

@@ -132,7 +132,7 @@ class AlertIncident(Generic[A]):
             lead = min((_start(a) for a in self.alerts if a is not alert), default=None)
             if lead is not None and _start(alert) <= lead:
                 said.append(f"the first of the incident's {len(self.alerts)} alerts")
-            else:
+            elif lead is not None:
                 said.append(f"began {_start(alert) - begin:.0f} s after the first")
             explained = sorted({a.kind for a in self.alerts if _layer(a.kind) > layer})
             if explained:
