@@ -15,10 +15,11 @@ import * as alerts from "./js/views/alerts.js";
 import * as logs from "./js/views/logs.js";
 import * as compare from "./js/views/compare.js";
 import * as trace from "./js/views/trace.js";
+import * as incidents from "./js/views/incidents.js";
 
-const VIEWS = { runs, overview, hardware, steptime, heatmap, node, alerts, logs, compare, trace };
+const VIEWS = { runs, overview, hardware, steptime, heatmap, node, alerts, logs, compare, trace, incidents };
 const NEEDS_RUN = new Set(["overview", "hardware", "steptime", "heatmap", "node", "alerts", "logs", "trace"]);
-const GO_KEYS = { r: "runs", o: "overview", h: "hardware", s: "steptime", m: "heatmap", n: "node", a: "alerts", l: "logs", c: "compare", p: "trace" };
+const GO_KEYS = { r: "runs", o: "overview", h: "hardware", s: "steptime", m: "heatmap", n: "node", a: "alerts", l: "logs", c: "compare", p: "trace", i: "incidents" };
 const THEME_KEY = "stepwatch-theme";
 const LIVE_REFRESH_MS = 2000;
 const RUN_POLL_MS = 15000;

@@ -10,6 +10,7 @@ import { advicePanel } from "./advice.js";
 import { forecastPanel, runInsights, withCone } from "./forecast.js";
 import { goodputPanel } from "./goodput.js";
 import { profilesPanel } from "./profiles.js";
+import { listIncidents } from "./incidents.js";
 
 export const METRICS = [
   { id: "train.loss", title: "Loss", smooth: true },
@@ -39,8 +40,13 @@ export async function render(root, ctx) {
     });
     return el("label", {}, box, m.title);
   });
+  // A link to the run's incidents, once it is known to have any.
+  const incidentsLink = el("a", { class: "overview-links", href: "#/incidents?run=" + encodeURIComponent(ctx.run.id), dataset: { action: "incidents" }, hidden: true }, "incidents of this run");
+  listIncidents({ run: ctx.run.id }, ctx.signal)
+    .then((got) => (incidentsLink.hidden = !(got && got.length)))
+    .catch(() => {}); // only a link: the rest of the page reports what fails
   root.append(
-    el("h2", { text: "Overview · " + (ctx.run.name || ctx.run.id) }),
+    el("h2", {}, "Overview · " + (ctx.run.name || ctx.run.id), incidentsLink),
     rangeBar(ctx, el("label", {}, "Smoothing", slider, sliderValue), el("label", {}, "x axis", xSelect)),
     el("div", { class: "toolbar" }, picks),
   );
