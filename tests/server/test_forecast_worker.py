@@ -36,9 +36,12 @@ def _send(
     client: httpx.Client, run: str, status: str = "running", seen: int = SEEN, first: int = 0
 ) -> None:
     """The run, its loss and rate at steps ``first`` to ``seen`` - 1, as its rank 0 logs them
-    (in one batch, the next of the run's source); then its end, unless ``running``."""
+    (in one batch, the next of the run's source); then its end, unless ``running`` (an ended
+    run is never running: it is made in its status, so no pass of the worker sees it run)."""
     ts, every = _times(seen), np.arange(seen)
     doc = {"id": run, "project": "p", "planned_total_steps": TOTAL, "start": T0}
+    if status != "running":
+        doc["status"] = status
     assert client.post("/api/v1/runs", json=doc).is_success
     loss = 2.0 + 3.0 * (every + 10.0) ** -0.3 + np.random.default_rng(4).normal(0, 0.01, seen)
     labels = {"run": run, "rank": "0"}
