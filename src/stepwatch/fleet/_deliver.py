@@ -16,7 +16,7 @@ __all__ = ["LocalCollector"]
 
 log = logging.getLogger("stepwatch.fleet")
 
-#: Answers a retry cannot change: the body or the token is wrong.
+#: Answers of a collector that cannot take the message yet (any 5xx too): tried again.
 _RETRIED = frozenset({408, 425, 429})
 
 
