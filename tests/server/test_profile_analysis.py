@@ -197,3 +197,39 @@ def test_a_trace_without_steps_shows_all_of_it() -> None:
     assert spans == [("aten::mm", 0), ("aten::add", 10)]
     empty = analyse_profile(gzip.compress(b'{"traceEvents": []}'))
     assert empty["timeline"]["spans"] == [] and empty["ops"] == []
+
+
+def test_an_upload_that_is_no_trace_is_refused_and_nothing_is_kept(live_factory: Any) -> None:
+    """Not gzip, gzip of something other than a JSON object, or declared over the limit: a
+    clear error, and the run's list of profiles stays empty."""
+    from stepwatch.store import MAX_PROFILE_BYTES
+
+    url = live_factory().url
+    with httpx.Client(base_url=url, timeout=30) as api:
+        assert api.post("/api/v1/runs", json={"id": "r", "project": "p", "start": T0}).is_success
+        path = "/api/v1/runs/r/profiles?steps=2"
+        plain = api.post(path, content=b'{"traceEvents": []}')
+        listed = api.post(path, content=gzip.compress(b"[1, 2]"))
+        assert (plain.status_code, listed.status_code) == (400, 400)
+        assert "not gzip-compressed" in plain.json()["error"]
+        assert "not a Chrome/Kineto JSON object" in listed.json()["error"]
+        assert api.get("/api/v1/runs/r/profiles").json() == []
+    big = _declared(url, path, MAX_PROFILE_BYTES + 1)
+    assert big.startswith("HTTP/1.1 413"), big
+    assert f"exceeds the {MAX_PROFILE_BYTES}-byte limit" in big
+
+
+def _declared(url: str, path: str, length: int) -> str:
+    """The answer to a request that declares ``length`` bytes of body and sends none of it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=30) as conn:
+        head = (f"POST {path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Length: {length}\r\n"
+                "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")  # fmt: skip
+        conn.sendall(head.encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer.decode(errors="replace")

@@ -29,8 +29,8 @@ from .. import __version__
 from ..auth import Identity, Permission, TokenRefused
 from ..model import MAX_ABS_TS_S, Event, SampleBatch, validate_label
 from ._auth import Guard, Need
+from ._body import check_owner, read_body
 from ._errors import ApiError, error_responses
-from ._ingest import _check_owner, _read_body
 from ._jsonio import JSON
 from ._scope import Scope
 from ._writer import GroupWriter, WriterClosed
@@ -268,14 +268,14 @@ def bulk_router(
 
     async def bulk(who: Identity, request: Request, index: str) -> JSON:
         began = time.perf_counter()
-        body = await _read_body(request, max_body_bytes)
+        body = await read_body(request, max_body_bytes)
         lines = _lines(body, request.headers.get("content-encoding", "").strip().lower())
         seq = next_seq()
         events, answers = await run_in_threadpool(_parse, lines, index, clock(), seq)
         _check_projects(scope, who, events)
         if events:
             source = f"bulk/{who.name}"
-            await _check_owner(scope.store, source, who.name)
+            await check_owner(scope.store, source, who.name)
             empty = np.empty(0)
             batch = SampleBatch(
                 source, seq, [], empty.astype(np.uint32), empty, empty.astype(np.int64), empty,

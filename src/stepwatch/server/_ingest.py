@@ -14,9 +14,9 @@ from starlette.concurrency import run_in_threadpool
 
 from ..auth import Identity
 from ..model import MAX_ABS_TS_S, MAX_INT64, SampleBatch, check_producer_batch
-from ..store import Store
 from ..wire import BINARY_CONTENT_TYPE, JSON_CONTENT_TYPE, WireError, decode, decode_json
 from ._auth import Ingester
+from ._body import check_owner, read_body
 from ._errors import ApiError, error_responses
 from ._jsonio import JSON
 from ._scope import Scope
@@ -126,33 +126,6 @@ _FULL = (
 )
 
 
-async def _check_owner(store: Store, source: str, sender: str) -> None:
-    """A source belongs to the identity (by name: a token renewed under its name keeps them)
-    that sent it first; another identity's batch is a 403."""
-    bound = store.owner_of(source)
-    if bound is None:
-        bound = await run_in_threadpool(store.claim_source, source, sender)
-    if bound != sender:
-        raise ApiError(403, f"source {source!r} belongs to another identity", reason="owner")
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ApiError(400, f"bad Content-Length header {declared!r}", reason="length")
-        if int(declared) > limit:
-            message = f"body of {int(declared)} bytes exceeds the {limit}-byte limit"
-            raise ApiError(413, message, reason="too_large")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"body exceeds the {limit}-byte limit", reason="too_large")
-    return bytes(body)
-
-
 def check_runs(scope: Scope, who: Identity, batch: SampleBatch) -> None:
     """A token of some projects writes only data of their runs; data of no run (a node's
     host metrics) only a token of every project does. Checked before anything is stored."""
@@ -208,9 +181,9 @@ def ingest_router(
                 f"send {BINARY_CONTENT_TYPE} or {JSON_CONTENT_TYPE}",
                 reason="content_type",
             )
-        batch = await decode_body(content_type, await _read_body(request, max_body_bytes))
+        batch = await decode_body(content_type, await read_body(request, max_body_bytes))
         check_runs(scope, who, batch)  # runs' projects are remembered: no query per batch
-        await _check_owner(scope.store, batch.source, who.name)
+        await check_owner(scope.store, batch.source, who.name)
         if store_full():  # the sender keeps the batch and sends it again later
             raise ApiError(507, _FULL, {"Retry-After": "60"}, reason="store_full")
         try:

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..store import MAX_PROFILE_BYTES
 from ._auth import Ingester, Reader
+from ._body import read_body
 from ._errors import ApiError, error_responses
 from ._jsonio import JSON
 from ._scope import Scope
@@ -34,23 +35,12 @@ _OPENAPI = {
 
 def _check_trace(body: bytes) -> None:
     """A gzip stream whose JSON opens with an object (the whole is not parsed here)."""
-    if len(body) > MAX_PROFILE_BYTES:
-        raise ApiError(413, f"a trace of {len(body)} bytes exceeds {MAX_PROFILE_BYTES} bytes")
     try:
         head = zlib.decompressobj(wbits=31).decompress(body, 64)
     except zlib.error as exc:
         raise ApiError(400, f"the trace is not gzip-compressed: {exc}") from None
     if not head.lstrip().startswith(b"{"):
         raise ApiError(400, "the trace is not a Chrome/Kineto JSON object")
-
-
-async def _read(request: Request) -> bytes:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_PROFILE_BYTES:
-            raise ApiError(413, f"a trace exceeds {MAX_PROFILE_BYTES} bytes")
-    return bytes(body)
 
 
 def profiles_router(scope: Scope, clock: Callable[[], float] = time.time) -> APIRouter:
@@ -69,7 +59,7 @@ def profiles_router(scope: Scope, clock: Callable[[], float] = time.time) -> API
     ) -> JSON:
         """Keep a trace of ``steps`` steps from ``first_step`` on ``rank`` of the run."""
         scope.run(who, run_id)
-        body = await _read(request)
+        body = await read_body(request, MAX_PROFILE_BYTES)
         _check_trace(body)
         made = await run_in_threadpool(profiles.put, run_id, rank, first_step, steps, clock(), body)
         return JSON(made.as_dict(), status_code=201)
