@@ -3,6 +3,7 @@ and the dispatch: grouping a burst, waits and intervals, repeats, resolved messa
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -286,8 +287,8 @@ def test_info_alerts_go_only_where_a_route_asks_for_them_by_severity() -> None:
 ROUTE = Route("hook", group_wait=30.0, group_interval=300.0, repeat_interval=3600.0)
 
 
-def test_a_burst_of_stragglers_is_one_message_per_run() -> None:
-    dispatch = Dispatch(ROUTE)
+def test_grouped_by_kind_and_run_a_burst_of_stragglers_is_one_message_per_run() -> None:
+    dispatch = Dispatch(dataclasses.replace(ROUTE, group_by=("kind", "run")))
     for rank in range(64):
         dispatch.add(alert(rank=str(rank)), T0 + rank * 0.1)
     dispatch.add(alert(run="r2", rank="0"), T0 + 1)

@@ -76,6 +76,8 @@ ROUTES: dict[str, Rule] = {
     "GET /api/v1/alerts/groups": Rule("read", other=None),
     "GET /api/v1/alerts/stats": Rule("read", other=None),
     "GET /api/v1/alerts/incidents": Rule("read", other=None),
+    "GET /api/v1/alerts/incidents/{incident_id}/analysis": Rule("read"),
+    "POST /api/v1/alerts/incidents/{incident_id}/analysis": Rule("operate", 202),
     "POST /api/v1/alerts/{alert_id}/ack": Rule("operate"),
     "POST /api/v1/silences": Rule("operate", 201, 403),  # project=other
     "GET /api/v1/silences": Rule("read", other=None),
@@ -209,6 +211,7 @@ def _call(seed: Seeded, route: str, role: str | None, project: str) -> httpx.Req
         "run_id": seed.new_run(project) if route.endswith("/finish") else run,
         "command_id": seed.commands[project]["id"],
         "alert_id": seed.alerts[project],
+        "incident_id": seed.alerts[project],  # the first alert of its run's one incident
         "silence_id": seed.new_silence(project) if "{silence_id}" in path else "",
         "action_id": seed.new_action(project) if "{action_id}/" in path else seed.actions[project],
         "token_id": seed.new_token(project) if "{token_id}" in path else "",
@@ -288,7 +291,10 @@ def _status(seed: Seeded, request: httpx.Request) -> int:
 def seed(module_collector_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     playbooks = tmp_path_factory.mktemp("matrix") / "playbooks.yaml"
     playbooks.write_text(PLAYBOOKS.format(python=sys.executable))
-    collector = module_collector_factory(auth=True, extra_args=("--playbooks", str(playbooks)))
+    analyst = ("--analyst", "http://127.0.0.1:9/v1", "--analyst-model", "m")  # answers nothing
+    collector = module_collector_factory(
+        auth=True, extra_args=("--playbooks", str(playbooks), *analyst)
+    )
     seeded = Seeded(collector)
     yield seeded
     seeded.api.close()

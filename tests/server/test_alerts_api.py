@@ -254,3 +254,29 @@ def test_an_oom_and_the_nan_loss_after_it_are_one_incident_caused_by_the_oom(
     assert incident["root_cause"]["alert"]["kind"] == "log_oom"
     assert "may explain nonfinite" in incident["root_cause"]["evidence"]
     assert [c["alert"]["kind"] for c in incident["causes"]] == ["log_oom", "nonfinite"]
+
+
+def test_an_incident_shows_the_playbook_its_root_cause_requested(
+    live_factory: Any, tmp_path: Any, eventually: Any
+) -> None:
+    playbooks = tmp_path / "playbooks.yaml"
+    playbooks.write_text(
+        "playbooks:\n"
+        "  - name: drain_node\n"
+        "    kind: command\n"
+        '    argv: [echo, drain, "{node}"]\n'
+        "    dry_run: false\n"  # destructive: it waits for an approval, nothing runs
+        "    triggers: [log_oom]\n"
+    )
+    collector = live_factory(upkeep_interval_s=3600, playbooks=playbooks)
+    said = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    oom = {"ts": T0 + 1, "kind": "log", "text": said, "labels": {"run": "r1", "node": "node0"}}
+    with httpx.Client(base_url=collector.url, timeout=WAIT_S) as api:
+        api.post("/api/v1/ingest", json={"source": "logs-n0", "seq": 1, "events": [oom]})
+        (action,) = eventually(lambda: api.get("/api/v1/actions").json())
+        (incident,) = api.get("/api/v1/alerts/incidents").json()
+    assert incident["root_cause"]["alert"]["kind"] == "log_oom"
+    assert action["alert_id"] == incident["root_cause"]["alert"]["id"]
+    assert incident["playbooks"] == [
+        {"name": "drain_node", "description": "", "action_id": action["id"], "status": "pending"}
+    ]

@@ -3,6 +3,7 @@ audit trail of all of it."""
 
 from ._actions import ACTION_EVENT, ACTION_STATES, FINAL_STATES, Action, ActionState
 from ._actions_flow import ActionConflict, NotAllowed, Remediation, UnknownAction
+from ._analyst import AnalystConfig, AnalystError
 from ._audit import AUDIT_ACTIONS, AUDIT_EVENT, AuditRecord
 from ._commands import (
     ACK_RESULTS,
@@ -13,9 +14,10 @@ from ._commands import (
     CommandError,
     command_args,
 )
+from ._incident_playbook import IncidentPlaybook, PlaybooksOf, incident_playbooks, no_playbooks
 from ._notify import Notifier
 from ._notify_dispatch import Dispatch
-from ._notify_message import Notification
+from ._notify_message import IncidentNote, Notification
 from ._playbook import PLAYBOOK_KINDS, Playbook, PlaybookError, Prepared
 from ._playbook_file import Playbooks, load_playbooks, parse_playbooks
 from ._policies import (
@@ -53,6 +55,8 @@ __all__ = [
     "AUDIT_EVENT",
     "Action",
     "ActionConflict",
+    "AnalystConfig",
+    "AnalystError",
     "ActionState",
     "AuditRecord",
     "AlertmanagerReceiver",
@@ -60,6 +64,8 @@ __all__ = [
     "Dispatch",
     "EmailReceiver",
     "History",
+    "IncidentNote",
+    "IncidentPlaybook",
     "Notification",
     "Notifier",
     "NotifyConfig",
@@ -89,6 +95,7 @@ __all__ = [
     "Policy",
     "PolicyEngine",
     "PolicyStep",
+    "PlaybooksOf",
     "parse_policies",
     "Playbooks",
     "Prepared",
@@ -96,6 +103,8 @@ __all__ = [
     "Runner",
     "UnknownAction",
     "command_args",
+    "incident_playbooks",
+    "no_playbooks",
     "load_playbooks",
     "parse_playbooks",
     "run_process",

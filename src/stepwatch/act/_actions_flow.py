@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._actions import Action, ActionState
 from ._audit import AuditRecord
+from ._incident_playbook import IncidentPlaybook, incident_playbooks
 from ._playbook import Playbook, PlaybookError
 from ._playbook_file import Playbooks
 from ._runner import Outcome, Runner, run_process
@@ -223,6 +224,11 @@ class Remediation:
         with self._lock:
             found = list(self._actions.values())
         return sorted(found, key=lambda a: (a.created, a.id), reverse=True)
+
+    def for_incident(self, kind: str, alert_ids: Collection[str]) -> list[IncidentPlaybook]:
+        """The playbooks of an incident whose root cause is of ``kind``, with the actions its
+        alerts ``alert_ids`` filed (for the incidents' API and their notifications)."""
+        return incident_playbooks(self.playbooks, self.actions(), kind, alert_ids)
 
     # ---- the runner thread --------------------------------------------------------------
 

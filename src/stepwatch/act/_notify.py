@@ -30,6 +30,7 @@ from .._worker import QueueWorker
 from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
+from ._incident_playbook import PlaybooksOf, no_playbooks
 from ._notify_dispatch import Dispatch
 from ._notify_message import Notification
 from ._notify_state import PART, Saved, catch_up
@@ -78,6 +79,7 @@ class Notifier:
         max_outbox: messages that may wait for one receiver.
         history: the collector's records since a wall time, read once by ``restore`` to
             count the deliveries audited after the checkpoint as sent.
+        playbooks: the playbooks of an incident's root cause, told with the incident.
     """
 
     name = PART
@@ -92,10 +94,12 @@ class Notifier:
         max_transitions: int = MAX_TRANSITIONS,
         max_outbox: int = MAX_OUTBOX,
         history: History | None = None,
+        playbooks: PlaybooksOf = no_playbooks,
     ) -> None:
         self.config, self._record, self._history = config, record, history
+        self._playbooks = playbooks
         self._clock, self._monotonic = clock, monotonic
-        self._dispatch = Dispatch(config.route, config.external_url)
+        self._dispatch = Dispatch(config.route, config.external_url, playbooks)
         # One lock for what is decided: the transitions waiting, the groups, the messages
         # handed to receivers and not yet delivered; a snapshot sees them whole.
         self._lock = threading.Lock()
@@ -146,7 +150,7 @@ class Notifier:
         ``start``); ValueError, and nothing changed, for a snapshot it cannot read."""
         saved = Saved.decode(state)
         shift = self._clock() - self._monotonic()
-        dispatch = Dispatch(self.config.route, self.config.external_url)
+        dispatch = Dispatch(self.config.route, self.config.external_url, self._playbooks)
         for key in dispatch.load(saved.dispatch, lambda t: t - shift):
             log.warning("notification group %s is no longer routed: forgotten", key)
         sent = audits(self._history, saved.taken, "notify")

@@ -2,14 +2,16 @@
 go in with the time, notifications come out when due. The notifier drives it; tests drive it
 with made-up times.
 
-Per route and per value of its ``group_by`` labels, alerts gather in a group. A new group
-waits ``group_wait`` for the rest of its burst; after a message, changes wait
+Per route and per value of its ``group_by`` labels, alerts gather in a group; ``incident``
+(the default) is the incident an alert joins as it arrives (``OpenIncidents``: the rule of
+the incidents API), so a fault and its symptoms are one message, its root cause first. A new
+group waits ``group_wait`` for the rest of its burst; after a message, changes wait
 ``group_interval``; a group that still fires with nothing new is sent again after
 ``repeat_interval``. An alert that fired and ended between two messages is still told once.
 
-Across restarts the groups are kept (``state``, ``load``) and the audit trail tells what was
-sent after that (``sent``); a transition of an alert that already ended (a recovery replay
-handing it over again) is not filed twice.
+Across restarts the groups and the incidents are kept (``state``, ``load``) and the audit
+trail tells what was sent after that (``sent``); a transition of an alert that already ended
+(a recovery replay handing it over again) is not filed twice.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..detect import AlertGroup, AlertState, LiveAlert, group_alerts
-from ._notify_message import Notification
-from ._routing import Route
+from ..detect import AlertGroup, AlertIncident, AlertState, LiveAlert, OpenIncidents
+from ._incident_playbook import PlaybooksOf, no_playbooks
+from ._notify_message import IncidentNote, Notification
+from ._routing import INCIDENT, Route
 from ._state import alert_of, malformed
 
 __all__ = ["Dispatch"]
@@ -119,10 +122,14 @@ def _never(t: float | None) -> float:
 
 
 class Dispatch:
-    """Alert transitions in (``add``), notifications out (``due``), for one route tree."""
+    """Alert transitions in (``add``), notifications out (``due``), for one route tree;
+    ``playbooks`` gives the playbooks of an incident's root cause, for its messages."""
 
-    def __init__(self, route: Route, external_url: str = "") -> None:
-        self.route, self.external_url = route, external_url
+    def __init__(
+        self, route: Route, external_url: str = "", playbooks: PlaybooksOf = no_playbooks
+    ) -> None:
+        self.route, self.external_url, self._playbooks = route, external_url, playbooks
+        self._incidents: OpenIncidents[LiveAlert] = OpenIncidents()
         self._groups: dict[str, _Group] = {}
         self._ended: dict[str, None] = {}  # alert ids, oldest first
         self._heard: dict[str, list[Heard]] = {}  # messages of groups not held (group key)
@@ -132,13 +139,15 @@ class Dispatch:
         that has ended: it was handed over again)."""
         if alert.id in self._ended:
             return
+        incident = self._incidents.join(alert, ended=alert.state == AlertState.RESOLVED)
+        values = {**alert.match_labels, INCIDENT: incident.id}
         for route in self.route.find(alert.match_labels):
-            (group,) = group_alerts([alert], route.group_by)
-            labels = ",".join(f"{k}={v}" for k, v in group.labels.items())
+            grouped = {k: values.get(k, "") for k in route.group_by}
+            labels = ",".join(f"{k}={v}" for k, v in grouped.items())
             key = f"{route.path}:{route.receiver}:{{{labels}}}"
             held = self._groups.get(key)
             if held is None:
-                held = self._groups[key] = _Group(route, group.labels, key, now + route.group_wait)
+                held = self._groups[key] = _Group(route, grouped, key, now + route.group_wait)
                 for heard in self._heard.pop(key, []):
                     held.heard(*heard)
             held.add(alert, now)
@@ -165,7 +174,12 @@ class Dispatch:
         """The groups and the memory of ended alerts, times on the clock ``wall`` gives."""
         heard = {k: [[f, e, wall(at)] for f, e, at in v] for k, v in self._heard.items()}
         groups = [g.as_json(wall) for g in self._groups.values()]
-        return {"groups": groups, "ended": list(self._ended), "heard": heard}
+        held = self._incidents.held.values()
+        incidents = [[a.as_json() for a in i.alerts] for i in held]
+        return {
+            "groups": groups, "ended": list(self._ended), "heard": heard,
+            "incidents": incidents, "open": dict(self._incidents.open),
+        }  # fmt: skip
 
     def load(self, state: dict[str, Any], back: Times) -> list[str]:
         """Take back ``state`` (times back through ``back``); the keys of groups whose route
@@ -183,6 +197,10 @@ class Dispatch:
             self._end([str(i) for i in state["ended"]])
             for key, heard in dict(state["heard"]).items():
                 self._heard[str(key)] = [(list(f), list(e), back(float(at))) for f, e, at in heard]
+            for listed in state.get("incidents", []):  # none in a checkpoint of an older version
+                alerts = [alert_of(a) for a in listed]
+                self._incidents.held[alerts[0].id] = AlertIncident(alerts[0].run, alerts)
+            self._incidents.open.update({str(k): str(v) for k, v in state.get("open", {}).items()})
         return gone
 
     def next_due(self) -> float:
@@ -198,9 +216,29 @@ class Dispatch:
                 continue
             sent = group.news(now)
             if sent:
+                note, sent = self._told(group, sent)
                 alerts = AlertGroup(dict(group.labels), tuple(sent))
-                out.append(Notification(group.route.receiver, key, alerts, self.external_url))
+                receiver, url = group.route.receiver, self.external_url
+                out.append(Notification(receiver, key, alerts, url, note))
             group.settle(now, sent or None)
             if not group.alerts:
                 del self._groups[key]
+        held = self._groups.values()
+        self._incidents.forget({g.labels[INCIDENT] for g in held if INCIDENT in g.labels})
         return out
+
+    def _told(
+        self, group: _Group, sent: list[LiveAlert]
+    ) -> tuple[IncidentNote | None, list[LiveAlert]]:
+        """The incident of a group of one (and its playbooks) and the alerts to send, its
+        root cause first, then its symptoms as they rank; no incident for another group."""
+        if INCIDENT not in group.labels:
+            return None, sent
+        incident = self._incidents.held[group.labels[INCIDENT]]
+        causes = incident.causes()
+        rank = {c.alert.id: n for n, c in enumerate(causes)}
+        cause = causes[0]
+        ids = [a.id for a in incident.alerts]
+        playbooks = tuple(self._playbooks(cause.alert.kind, ids))
+        note = IncidentNote(incident.id, cause.alert, cause.evidence, len(ids), playbooks)
+        return note, sorted(sent, key=lambda a: rank[a.id])

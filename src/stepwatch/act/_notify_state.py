@@ -11,8 +11,9 @@ from typing import Any
 
 from ..detect import AlertGroup, LiveAlert
 from ._audit import AuditRecord
+from ._incident_playbook import IncidentPlaybook
 from ._notify_dispatch import Dispatch, Times
-from ._notify_message import Notification
+from ._notify_message import IncidentNote, Notification
 from ._state import alert_of, decode, encode, malformed
 
 __all__ = ["PART", "Saved", "catch_up"]
@@ -21,16 +22,37 @@ FORMAT = 1
 PART = "notify"
 
 
+def _note(note: IncidentNote | None) -> dict[str, Any] | None:
+    if note is None:
+        return None
+    return {
+        "id": note.id, "cause": note.cause.as_json(), "evidence": list(note.evidence),
+        "size": note.size, "playbooks": [p.as_json() for p in note.playbooks],
+    }  # fmt: skip
+
+
+def _note_of(data: dict[str, Any] | None) -> IncidentNote | None:
+    if data is None:
+        return None
+    cause, size = alert_of(data["cause"]), int(data["size"])
+    evidence = tuple(str(e) for e in data["evidence"])
+    playbooks = tuple(IncidentPlaybook.of_json(p) for p in data["playbooks"])
+    return IncidentNote(str(data["id"]), cause, evidence, size, playbooks)
+
+
 def _message(n: Notification) -> dict[str, Any]:
     return {
         "receiver": n.receiver, "key": n.key, "labels": n.group.labels,
         "alerts": [a.as_json() for a in n.alerts], "external_url": n.external_url,
+        "incident": _note(n.incident),
     }  # fmt: skip
 
 
 def _message_of(data: dict[str, Any]) -> Notification:
     group = AlertGroup(dict(data["labels"]), tuple(map(alert_of, data["alerts"])))
-    return Notification(str(data["receiver"]), str(data["key"]), group, str(data["external_url"]))
+    note = _note_of(data.get("incident"))  # none in a checkpoint of an older version
+    receiver, key, url = str(data["receiver"]), str(data["key"]), str(data["external_url"])
+    return Notification(receiver, key, group, url, note)
 
 
 def _sent(receiver: str, key: str, alert_ids: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:

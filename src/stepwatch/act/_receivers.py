@@ -131,11 +131,15 @@ _MAX_BLOCKS = 10
 
 def slack_payload(notification: Notification) -> dict[str, Any]:
     """An incoming-webhook message: ``text`` (the fallback and notification line), ``blocks``
-    (a header and one section per alert, the first ten) and a coloured attachment."""
+    (a header, an incident's cause and playbooks, one section per alert, the first ten) and a
+    coloured attachment."""
     n = notification
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": n.title[:150]}}
     ]
+    if n.incident is not None:
+        said = "\n".join(n.incident.lines())[:3000]
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": said}})
     for alert in n.alerts[:_MAX_BLOCKS]:
         lines = n.alert_lines(alert)
         text = f"*{lines[0]}*\n" + "\n".join(line.strip() for line in lines[1:])

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 from ..detect import Matcher
 
-__all__ = ["DEFAULT_GROUP_BY", "Route"]
+__all__ = ["DEFAULT_GROUP_BY", "INCIDENT", "Route"]
 
-#: A burst of one kind in one run is one message (64 stragglers, one notification).
-DEFAULT_GROUP_BY = ("kind", "run")
+#: A ``group_by`` name that is no label of the alert: the incident it belongs to (its id), so
+#: that a fault and its symptoms (node down, timeouts on every rank, stragglers) are one group.
+INCIDENT = "incident"
+#: One message per incident; ``group_by: [kind, run]`` has one per kind and run instead.
+DEFAULT_GROUP_BY = (INCIDENT,)
 #: The severity that reaches receivers only through a route that asks for it by severity.
 RECORD_ONLY = "info"
 
@@ -28,7 +31,8 @@ class Route:
         receiver: the receiver's name.
         matchers: all must match the alert's labels (``kind``, ``rule`` and ``severity``
             count as labels).
-        group_by: alerts with equal values of these labels make one message.
+        group_by: alerts with equal values of these labels make one message (``incident``:
+            the incident an alert belongs to, before any label of that name).
         group_wait: seconds a new group waits for more alerts before its first message.
         group_interval: seconds between messages about a group whose alerts changed.
         repeat_interval: seconds after which a group still firing is sent again.

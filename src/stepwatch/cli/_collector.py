@@ -12,6 +12,7 @@ import click
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
 
+from ._analyst import analyst_config, analyst_options
 from ._base import (
     _broker_url,
     _clear_errors,
@@ -240,6 +241,7 @@ def _collector_default(field: str) -> Callable[[], Any]:
     metavar="URL",
     help="Where the fleet's other collectors reach this one [default: the URL it listens on].",
 )
+@analyst_options
 def server(
     store_path: Path,
     encryption_key: EncryptionKey | None,
@@ -264,6 +266,12 @@ def server(
         kept, cap = store_limits(retention, max_store_bytes)
         if store_memory is not None:
             settings["store_memory_bytes"] = store_memory_limit(store_memory)
+        settings["analyst"] = analyst_config(
+            settings.pop("analyst"),
+            settings.pop("analyst_model"),
+            settings.pop("analyst_key_file"),
+            settings.pop("analyst_timeout_s"),
+        )
         if broker is not None:
             kept_bytes = parse_size(broker_retention)
             settings["broker"] = BrokerLayout(broker, broker_partitions, kept_bytes, broker_max_age)

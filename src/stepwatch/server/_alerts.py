@@ -15,6 +15,7 @@ from ..detect import AlertState, group_alerts, incidents
 from ..model import Event
 from ..store import AlertQuery, AlertRow, AlertStates
 from ._alert_stream import alert_json
+from ._analysis_api import with_analyses
 from ._auth import Operator, Reader
 from ._detection import ACK_EVENT, Detection, live_alert
 from ._errors import ApiError
@@ -135,8 +136,9 @@ class _Alerts:
     ) -> JSON:
         """The alerts (the newest 10,000) as incidents, newest first: alerts of one run that
         belong together, their probable causes ranked with the evidence (the first is the
-        root cause), and whether any of them still fires. ``state=open``: incidents with an
-        alert open."""
+        root cause), whether any of them still fires, and the playbooks its root cause's kind
+        triggers with the actions its alerts filed. ``state=open``: incidents with an alert
+        open."""
         bounds = seconds("since", since), seconds("until", until)
         query = AlertQuery("all", run, who.projects, None, None, *bounds)
         rows = self.detection.store.current.alerts(query, None, GROUPED).items
@@ -147,10 +149,12 @@ class _Alerts:
             live = any(a.open for a in incident.alerts)
             if state == "open" and not live:
                 continue
+            ranked = incident.causes()
             causes = [
-                {"alert": shown[c.alert.id], "evidence": list(c.evidence)}
-                for c in incident.causes()[:3]
+                {"alert": shown[c.alert.id], "evidence": list(c.evidence)} for c in ranked[:3]
             ]
+            ids = [a.id for a in incident.alerts]
+            playbooks = self.detection.remediation.for_incident(ranked[0].alert.kind, ids)
             listed.append(
                 {
                     "id": incident.alerts[0].id,
@@ -161,9 +165,10 @@ class _Alerts:
                     "root_cause": causes[0],
                     "causes": causes,
                     "alerts": [shown[a.id] for a in incident.alerts],
+                    "playbooks": [p.as_json() for p in playbooks],
                 }
             )
-        return JSON(listed)
+        return JSON(with_analyses(self.detection.store, listed))
 
     async def stream(self, who: Reader, run: str | None = None) -> StreamingResponse:
         """``event: alert`` with the alert's JSON at each transition; a comment every 15 s."""

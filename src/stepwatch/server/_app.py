@@ -24,6 +24,8 @@ from ..tsdb import LINE_PROTOCOL, REMOTE_WRITE, Forwarder
 from ._actions import actions_router
 from ._advice import advice_router
 from ._alerts import alerts_router
+from ._analysis_api import analysis_router
+from ._analyst import Analyst
 from ._audit import audit_router
 from ._auth import PUBLIC, Guard, SignedIn, include
 from ._bulk import BULK_PATHS, bulk_router
@@ -165,9 +167,18 @@ def create_app(
         behind=lambda: writer.queued[0] > options.max_queued_rows // 4,  # ingest comes first
         clock=clock,
     )
+    analyst = None
+    if options.analyst is not None:  # incidents go to a model only when asked to
+        analyst = Analyst(
+            store,
+            options.analyst,
+            detection.remediation.playbooks,
+            clock=clock,
+            behind=lambda: writer.queued[0] > options.max_queued_rows // 4,
+        )
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of,
-        history=detection.log.audits_since,
+        history=detection.log.audits_since, playbooks=detection.remediation.for_incident,
     )  # fmt: skip
     if notifications.notifier is not None:
         detection.checkpoints.parts.append(notifications.notifier)
@@ -186,6 +197,8 @@ def create_app(
             forward.start()
         if options.forecast_interval_s:
             forecasts.start()
+        if analyst is not None:
+            analyst.start()
         try:
             yield
         finally:
@@ -193,6 +206,8 @@ def create_app(
             if fleet.relays is not None:
                 fleet.relays.close()
             await run_in_threadpool(forecasts.stop)  # after the forecast it makes, if any
+            if analyst is not None:  # an answer under way is abandoned
+                await run_in_threadpool(analyst.stop)
             await run_in_threadpool(upkeep.stop)  # after the chunk it deletes, if any
             await run_in_threadpool(writer.stop)  # drain the queue and compact before closing
             for forward in forwards:  # what waits unsent is counted dropped
@@ -240,6 +255,7 @@ def create_app(
         clock,
         forwards,
         fleet,
+        analyst,
     )
     include(app, _probes(readiness))
     include(app, metrics_router(metrics_registry(parts), public=options.metrics_public))
@@ -260,6 +276,7 @@ def create_app(
     include(app, advice_router(scope))
     include(app, commands_router(detection.commands, scope, detection.log))
     include(app, alerts_router(detection, scope))
+    include(app, analysis_router(analyst, scope))
     include(app, silences_router(detection.silences, store))
     include(app, actions_router(detection.remediation, scope))
     include(app, audit_router(scope))

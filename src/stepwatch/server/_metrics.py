@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
@@ -41,6 +41,9 @@ from ._fleet_api import FleetSlot
 from ._ingest import WIRE_FORMATS, IngestStats
 from ._readiness import Readiness
 from ._writer import GroupWriter
+
+if TYPE_CHECKING:
+    from ._analyst import Analyst
 
 __all__ = ["COMMIT_BUCKETS_S", "Parts", "StoreFigures", "metrics_registry", "metrics_router"]
 
@@ -107,6 +110,7 @@ class Parts:
     clock: Callable[[], float] = time.time
     forwarders: Sequence[Forwarder] = ()
     fleet: FleetSlot | None = None
+    analyst: Analyst | None = None
 
 
 def _counter(
@@ -139,6 +143,7 @@ class Figures(Collector):
             self._alerts,
             self._notifications,
             self._playbooks,
+            self._analyses,
             self._store,
             self._forwarding,
             self._broker,
@@ -293,6 +298,18 @@ class Figures(Collector):
             "stepwatch_notification_dropped_transitions",
             "Alert transitions the notifier dropped: it was too far behind.",
             value=notifier.dropped,
+        )
+
+    def _analyses(self) -> Iterator[Metric]:
+        analyst = self.parts.analyst
+        if analyst is None:
+            return
+        yield _counter(
+            "stepwatch_incident_analyses",
+            "Incidents the analyst model was asked about, by outcome (ok, timeout, "
+            "unreachable, http_error, bad_answer).",
+            ("result",),
+            {"ok": 0} | dict(analyst.outcomes),
         )
 
     def _playbooks(self) -> Iterator[Metric]:

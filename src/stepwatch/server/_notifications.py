@@ -1,13 +1,14 @@
 """The collector's notifications: a notifier built from ``--notify``'s config, fed every
 alert transition that is neither silenced nor inhibited, auditing through the event log.
-Routes see an alert's ``project`` label: its run's project, never a label the data carried."""
+Routes see an alert's ``project`` label: its run's project, never a label the data carried.
+An incident's message names the playbooks of its root cause and the actions filed for them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..act import History, Notifier, NotifyConfig, load_notify_config
+from ..act import History, Notifier, NotifyConfig, PlaybooksOf, load_notify_config, no_playbooks
 from ..detect import LiveAlert, LiveDetector
 from ..model import Event
 
@@ -36,10 +37,13 @@ class Notifications:
         clock: Callable[[], float],
         project_of: ProjectOf = lambda run: None,
         history: History | None = None,
+        playbooks: PlaybooksOf = no_playbooks,
     ) -> None:
-        self.notifier = (
-            None if config is None else Notifier(config, record, clock=clock, history=history)
-        )
+        self.notifier = None
+        if config is not None:
+            self.notifier = Notifier(
+                config, record, clock=clock, history=history, playbooks=playbooks
+            )
         if self.notifier is not None:
             submit = self.notifier.submit
             live.subscribe(lambda alert: submit(stamped(alert, project_of)))  # muted: quiet

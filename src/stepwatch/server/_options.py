@@ -17,6 +17,7 @@ from ._guards import DEFAULT_MAX_JSON_BYTES, HostAllowList
 if TYPE_CHECKING:
     from .._encryption import EncryptionKey
     from .._tls import ServerTls
+    from ..act import AnalystConfig
     from ..fleet import BrokerLayout, FleetKey
 
 __all__ = [
@@ -71,6 +72,7 @@ class CollectorOptions:
             (default: the URL it listens on).
         fleet_key: the fleet's shared secret: tokens made on one collector open every one,
             and a request passed to the collector that holds its run keeps its caller.
+        analyst: the model incidents are sent to for an analysis (None: none is made).
     """
 
     host: str = "127.0.0.1"
@@ -100,6 +102,7 @@ class CollectorOptions:
     collector_id: str | None = None
     advertise_url: str | None = None
     fleet_key: FleetKey | None = None
+    analyst: AnalystConfig | None = None
 
     def __post_init__(self) -> None:
         """A wrong value fails here, before anything opens."""

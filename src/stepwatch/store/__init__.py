@@ -1,6 +1,7 @@
 """The embedded time-series store: one DuckDB file, written by the collector, queried by the API."""
 
 from ._alert_state import OPEN_STATES, AlertQuery, AlertRow, AlertStates
+from ._analyses import MAX_ANALYSIS_CHARS, StoredAnalysis
 from ._audit_log import AuditQuery
 from ._book_state import ActionQuery
 from ._catalogue import LabelMatch, SeriesInfo
@@ -22,6 +23,7 @@ from ._tokens import TokenRecord
 
 __all__ = [
     "DEFAULT_RETENTION",
+    "MAX_ANALYSIS_CHARS",
     "MAX_PROFILE_BYTES",
     "OPEN_STATES",
     "ActionQuery",
@@ -48,6 +50,7 @@ __all__ = [
     "Space",
     "Store",
     "StoreError",
+    "StoredAnalysis",
     "StoredForecast",
     "StoredLaw",
     "TokenRecord",

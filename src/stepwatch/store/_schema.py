@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import duckdb
 
-from . import _alert_state, _forecasts, _profiles, _state, _tokens
+from . import _alert_state, _analyses, _forecasts, _profiles, _state, _tokens
 from ._errors import StoreError
 
 #: Widths in seconds of the pre-aggregated tiers, finest first; each divides the next.
@@ -132,8 +132,13 @@ def _v8(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_profiles.DDL)
 
 
+def _v9(con: duckdb.DuckDBPyConnection) -> None:
+    """What the analyst model said of each incident, one row an incident."""
+    con.execute(_analyses.DDL)
+
+
 #: Step ``n`` (from 1) takes a file from version ``n - 1`` to ``n``; append, never edit.
-STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+STEPS: tuple[Step, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 
 #: The version this code reads and writes: the number of steps.
 SCHEMA_VERSION = len(STEPS)

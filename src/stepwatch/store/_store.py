@@ -29,6 +29,7 @@ from . import (
     _summary,
     _tokens,
 )
+from ._analyses import Analyses
 from ._catalogue import Catalogue
 from ._checkpoints import Checkpoint, Position
 from ._connect import connect
@@ -140,6 +141,8 @@ class Store(SeriesQueries):
         self.forecasts = Forecasts(self._lock, self._txn)
         #: The profiler traces training processes uploaded.
         self.profiles = Profiles(self._lock, self._txn)
+        #: What the analyst model said of each incident.
+        self.analyses = Analyses(self._lock, self._txn)
 
     @property
     def closed(self) -> bool:

@@ -1,11 +1,12 @@
 """Incidents: a fault and its symptoms are one incident with the fault as its root cause; two
-faults on two nodes are two; alerts far apart in time are two."""
+faults on two nodes are two; alerts far apart in time are two; heard one at a time (as the
+notifier hears them) alerts make the same incidents, which are forgotten once over."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stepwatch.detect import incidents
+from stepwatch.detect import OpenIncidents, incidents
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,10 @@ class Seen:
     @property
     def ts(self) -> float:
         return self.since
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}@{self.since}:{sorted(self.labels.items())}"
 
 
 def _node(kind: str, since: float, node: str, **labels: str) -> Seen:
@@ -82,3 +87,35 @@ def test_a_collective_failing_everywhere_is_one_incident_and_time_apart_is_two()
     alerts += [Seen("gpu_thermal", 110.0, run="r2", labels={"run": "r2", "node": "node0"})]
     found = incidents(alerts)
     assert [(i.run, len(i.alerts)) for i in found] == [("r1", 4), ("r2", 1), ("r1", 1)]
+
+
+def test_alerts_heard_one_at_a_time_make_the_incidents_of_the_whole_list() -> None:
+    alerts = [
+        _node("gpu_thermal", 100.0, "node1", gpu="0"),
+        _node("disk_full", 120.0, "node3"),
+        _node("straggler", 130.0, "node1", rank="3"),
+        Seen("step_time_regression", 135.0, labels={"run": "r1"}),
+        _node("checkpoint_slow", 140.0, "node3"),
+        _node("gpu_thermal", 1000.0, "node1", gpu="0"),  # long after: an incident of its own
+    ]
+    heard: OpenIncidents[Seen] = OpenIncidents()
+    homes = [heard.join(a, ended=False).id for a in alerts]
+    assert heard.join(alerts[2], ended=True).id == homes[2]  # its end stays with it
+    whole = {a.id: i.alerts[0].id for i in incidents(alerts) for a in i.alerts}
+    assert homes == [whole[a.id] for a in alerts]
+    assert len(set(homes)) == 3
+
+
+def test_an_incident_is_forgotten_once_its_alerts_ended_and_no_alert_can_join_it() -> None:
+    ended, still = _node("disk_full", 100.0, "node3"), _node("gpu_thermal", 100.0, "node1")
+    heard: OpenIncidents[Seen] = OpenIncidents()
+    first, second = heard.join(ended, ended=False), heard.join(still, ended=False)
+    heard.join(ended, ended=True)
+    heard.forget()
+    assert set(heard.held) == {first.id, second.id}  # a new alert of node3 may still join
+    heard.join(_node("log_nccl", 401.0, "node5"), ended=False)
+    heard.forget(keep={first.id})  # a message about it still waits
+    assert first.id in heard.held
+    heard.forget()
+    assert second.id in heard.held and first.id not in heard.held  # the open one stays
+    assert heard.join(_node("disk_full", 402.0, "node3"), ended=False).id != first.id

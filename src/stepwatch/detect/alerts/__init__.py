@@ -4,6 +4,7 @@ grouping, and the alerts file format."""
 from ._alerts_io import AlertRecord, AlertsFormatError, read_alerts, write_alerts
 from ._grouping import AlertGroup, group_alerts
 from ._incidents import AlertIncident, Cause, incidents, root_kinds
+from ._open_incidents import OpenIncidents
 from ._silence_book import SILENCE_EVENT, SILENCE_EXPIRED_EVENT, SilenceBook, SilenceEntry
 from ._silences import (
     DEFAULT_INHIBITIONS,
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_INHIBITIONS",
     "Inhibition",
     "Matcher",
+    "OpenIncidents",
     "RecentlyResolved",
     "SILENCE_EVENT",
     "SILENCE_EXPIRED_EVENT",

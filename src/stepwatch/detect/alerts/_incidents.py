@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["LAYERS", "AlertIncident", "Cause", "incidents", "root_kinds"]
+__all__ = ["LAYERS", "WINDOW_S", "AlertIncident", "Cause", "incidents", "joins", "root_kinds"]
 
 #: Each kind's layer: the lower, the more likely a cause rather than a symptom.
 LAYERS: dict[str, int] = {
@@ -49,6 +49,8 @@ _LAYER_NAMES = ("hardware or storage", "network or input", "step time", "optimis
 
 
 class _Alert(Protocol):
+    @property
+    def id(self) -> str: ...
     @property
     def kind(self) -> str: ...
     @property
@@ -88,6 +90,11 @@ class AlertIncident(Generic[A]):
 
     run: str | None
     alerts: list[A] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """The id of its first alert: it names the incident for as long as it lasts."""
+        return self.alerts[0].id
 
     @property
     def start(self) -> float:
@@ -147,12 +154,20 @@ def incidents(alerts: Iterable[A], window_s: float = WINDOW_S) -> list[AlertInci
     """Group ``alerts`` into incidents, in the order they began."""
     found: list[AlertIncident[A]] = []
     for alert in sorted(alerts, key=_start):
-        home = next((i for i in reversed(found) if i.fits(alert, window_s)), None)
+        home = joins(alert, found, window_s)
         if home is None:
             home = AlertIncident(alert.run)
             found.append(home)
         home.alerts.append(alert)
     return found
+
+
+def joins(
+    alert: A, held: Iterable[AlertIncident[A]], window_s: float = WINDOW_S
+) -> AlertIncident[A] | None:
+    """The incident of ``held`` (oldest first) that ``alert`` joins, the newest it fits; None
+    when it begins an incident of its own. ``incidents`` and the notifier both decide by it."""
+    return next((i for i in reversed(list(held)) if i.fits(alert, window_s)), None)
 
 
 def root_kinds(found: Sequence[AlertIncident[A]]) -> list[str]:

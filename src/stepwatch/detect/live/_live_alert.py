@@ -76,6 +76,11 @@ class LiveAlert:
         return (self.group, self.rule)
 
     @property
+    def run(self) -> str | None:
+        """The run it is about (none for an alert of the collector or a node alone)."""
+        return self.labels.get("run")
+
+    @property
     def muted(self) -> bool:
         """Silenced or inhibited: stored and shown, but nobody is notified."""
         return self.silenced or self.inhibited
