@@ -1,7 +1,7 @@
 """What reading a profiler trace costs: stepwatch's streaming parser and analysis against
 loading the whole JSON, on traces of 10 MB, 100 MB and 1 GB built from a real CPU profile.
 
-Run: python bench/trace.py [--sizes 10,100,1000] [--keep-going]
+Run: python bench/trace.py [--sizes 10,100,1000] [--hta-python PATH]
 
 1. A real profile: a few training steps of a small transformer layer on the CPU under
    torch.profiler, exported as Chrome JSON (the format Kineto writes on a GPU too).
@@ -10,10 +10,12 @@ Run: python bench/trace.py [--sizes 10,100,1000] [--keep-going]
    1 GB trace is built only when the disk has three times its size free.
 3. For each, in a fresh child process each time (the peak RSS is the child's alone): the
    streaming reader alone (events read, nothing kept), the reader plus the whole analysis
-   (`stepwatch trace`), and `json.load` of the file, which is how torch's own trace loader
-   and Holistic Trace Analysis start (HTA is not installed here, so it is not run; it keeps
-   the trace in pandas frames besides, so it needs more than json.load). Wall seconds,
-   MB/s and peak RSS of each.
+   (`stepwatch trace`), `json.load` of the file (how torch's own trace loader starts), and,
+   given `--hta-python` (a Python where `import hta` works), Holistic Trace Analysis
+   loading it (`TraceAnalysis` over a directory holding only it: parsed into pandas
+   frames, nothing analysed yet). Wall seconds, MB/s and peak RSS of each. HTA runs on a
+   size only while its peak RSS at the size before, scaled, stays under half the memory
+   available, and is said to be skipped beyond.
 Prints figures; never passes or fails on time.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +45,13 @@ _CHILD = {
     ),
     "json.load": ("", "with open(PATH) as f:\n    n = len(json.load(f)['traceEvents'])"),
 }
+#: HTA's loader: the trace alone in a directory, as TraceAnalysis reads one.
+_HTA = (
+    "import logging, os, tempfile\nlogging.disable(logging.WARNING)\n"
+    "from hta.trace_analysis import TraceAnalysis",
+    "d = tempfile.mkdtemp()\nos.symlink(PATH, os.path.join(d, os.path.basename(PATH)))\n"
+    "ta = TraceAnalysis(trace_dir=d)\nn = sum(len(df) for df in ta.t.traces.values())",
+)
 #: The peak RSS is the kernel's high-water mark of the child's own memory (VmHWM: new at
 #: exec, unlike ru_maxrss, which keeps the forked parent's).
 _WRAP = """
@@ -96,18 +106,31 @@ def replicate(source: Path, target: Path, size_bytes: int) -> int:
     return copies
 
 
-def measure(what: str, path: Path) -> dict[str, float]:
-    imports, body = _CHILD[what]
+def measure(child: tuple[str, str], path: Path, python: str = sys.executable) -> dict[str, float]:
+    imports, body = child
     code = _WRAP.format(imports=imports, body=body)
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True,
+                          check=True, cwd=path.parent)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def available_bytes() -> int:
+    """Memory the machine can still give (MemAvailable)."""
+    with open("/proc/meminfo") as meminfo:
+        return int(re.search(r"MemAvailable:\s+(\d+) kB", meminfo.read()).group(1)) * 1024
+
+
+def print_row(size: int, what: str, r: dict[str, float]) -> None:
+    print(f"{size / 1e6:>6.0f}MB {r['events']:>11,}  {what:<20} {r['wall_s']:>8.2f} "
+          f"{size / 1e6 / r['wall_s']:>7.1f} {r['rss_bytes'] / 2**20:>7.0f} MiB",
+          flush=True)  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000",
                         help="trace sizes in MB (comma-separated)")  # fmt: skip
+    parser.add_argument("--hta-python", help="a Python where `import hta` works: HTA timed too")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="stepwatch-trace-bench-") as tmp:
@@ -116,7 +139,9 @@ def main() -> None:
         profile_model(source)
         n = sum(1 for e in json.loads(source.read_text())["traceEvents"] if e.get("ph") == "X")
         print(f"real profile: {source.stat().st_size / 1e6:.2f} MB, {n:,} complete events")
-        print("HTA (Holistic Trace Analysis) is not installed here: not measured")
+        if not args.hta_python:
+            print("HTA (Holistic Trace Analysis): no --hta-python given, not measured")
+        hta_bytes_per_mb = 0.0  # HTA's peak RSS per MB of trace at the last size it ran
         print(
             f"{'size':>8} {'events':>11}  {'what':<20} {'wall s':>8} {'MB/s':>7} {'peak RSS':>10}"
         )
@@ -127,11 +152,17 @@ def main() -> None:
             path = root / f"trace-{mb}mb.json"
             replicate(source, path, mb * 1_000_000)
             size = path.stat().st_size
-            for what in _CHILD:
-                r = measure(what, path)
-                print(f"{size / 1e6:>6.0f}MB {r['events']:>11,}  {what:<20} {r['wall_s']:>8.2f} "
-                      f"{size / 1e6 / r['wall_s']:>7.1f} {r['rss_bytes'] / 2**20:>7.0f} MiB",
-                      flush=True)  # fmt: skip
+            for what, child in _CHILD.items():
+                print_row(size, what, measure(child, path))
+            if args.hta_python:
+                need = hta_bytes_per_mb * size / 1e6
+                if need > available_bytes() / 2:
+                    print(f"{size / 1e6:>6.0f}MB  HTA skipped: about {need / 2**30:.1f} GiB "
+                          f"expected, over half of the memory available")  # fmt: skip
+                else:
+                    r = measure(_HTA, path, args.hta_python)
+                    hta_bytes_per_mb = r["rss_bytes"] / (size / 1e6)
+                    print_row(size, "HTA TraceAnalysis", r)
             path.unlink()
 
 

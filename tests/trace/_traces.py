@@ -35,19 +35,21 @@ def profile_cpu_model(path: Path, steps: int = 4, with_stack: bool = False) -> A
     return prof
 
 
-def op(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = TID) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur}
+def op(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = TID,
+       correlation: int | None = None) -> dict[str, Any]:  # fmt: skip
+    event = {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur}
+    if correlation is not None:
+        event["args"] = {"correlation": correlation}
+    return event
 
 
 def gpu(name: str, ts: float, dur: float, cat: str = "kernel", stream: int = 7,
-        device: int = 0) -> dict[str, Any]:  # fmt: skip
+        device: int = 0, correlation: int | None = None) -> dict[str, Any]:  # fmt: skip
+    args = {"device": device, "stream": stream}
+    if correlation is not None:
+        args["correlation"] = correlation
     return {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": f"stream {stream}",
-            "ts": ts, "dur": dur, "args": {"device": device, "stream": stream}}  # fmt: skip
-
-
-def flow(ph: str, flow_id: int, ts: float) -> dict[str, Any]:
-    return {"ph": ph, "cat": "ac2g", "name": "ac2g", "id": flow_id, "ts": ts, "pid": PID,
-            "tid": TID, **({"bp": "e"} if ph == "f" else {})}  # fmt: skip
+            "ts": ts, "dur": dur, "args": args}  # fmt: skip
 
 
 def write_trace(path: Path, events: list[dict[str, Any]], **metadata: Any) -> Path:

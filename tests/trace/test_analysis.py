@@ -9,7 +9,7 @@ import pytest
 
 from stepwatch.trace import analyse_events, analyse_trace
 
-from ._traces import flow, gpu, op, write_trace
+from ._traces import gpu, op, write_trace
 
 #: One step of 600 µs on one GPU: two GEMMs [0,100] and [150,250], an all-reduce [200,400]
 #: (50 µs of it under the second GEMM), copies [380,450] and [500,520]; the all-reduce is
@@ -73,23 +73,23 @@ def test_advice_names_its_numbers() -> None:
 
 
 def test_tiny_kernels_and_launch_delays() -> None:
-    """200 kernels of 4 µs, each starting 20 µs after its launch (30 µs for one in four;
-    some flows' ends come first in the file): CUDA graphs are advised."""
+    """200 kernels of 4 µs, each starting 15 µs after its 5 µs launch call returned (25 µs
+    for one in four), paired with it by correlation id (some kernels come first in the
+    file): CUDA graphs are advised."""
     events = []
     for i in range(200):
         launch, delay = 100.0 * i, 30.0 if i % 4 == 0 else 20.0
-        events.append(op("cudaLaunchKernel", launch, 5, cat="cuda_runtime"))
-        ends = [gpu("void at::native::vectorized_elementwise_kernel<4>", launch + delay, 4),
-                flow("f", i, launch + delay)]  # fmt: skip
-        starts = [flow("s", i, launch)]
-        events += ends + starts if i % 2 else starts + ends
+        call = op("cudaLaunchKernel", launch, 5, cat="cuda_runtime", correlation=i)
+        kernel = gpu("void at::native::vectorized_elementwise_kernel<4>", launch + delay, 4,
+                     correlation=i)  # fmt: skip
+        events += [kernel, call] if i % 2 else [call, kernel]
     report = analyse_events(events)
     launches = report.launches
     assert launches is not None
     assert (launches.launches, launches.kernels, launches.tiny_kernels) == (200, 200, 200)
     assert launches.delay_matched == 200
-    assert launches.delay_mean_us == pytest.approx(22.5)
-    assert (launches.delay_p50_us, launches.delay_p90_us, launches.delay_max_us) == (20, 30, 30)
+    assert launches.delay_mean_us == pytest.approx(17.5)
+    assert (launches.delay_p50_us, launches.delay_p90_us, launches.delay_max_us) == (15, 25, 25)
     tiny = [a for a in report.advice if a.kind == "tiny_kernels"]
     assert len(tiny) == 1
     assert tiny[0].numbers["tiny_share"] == 1.0

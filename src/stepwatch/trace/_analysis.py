@@ -35,7 +35,7 @@ THREAD_WINDOW = 1024
 GPU_WINDOW = 32_768
 #: Bounds on what is kept besides running totals.
 _MAX_COLLECTIVES = 1_000_000
-_MAX_PENDING_FLOWS = 65_536
+_MAX_PENDING_LAUNCHES = 65_536
 _DELAY_SAMPLE = 4096
 
 
@@ -100,11 +100,14 @@ class _Analysis:
         self._base: float | None = None
         self._steps = 0
         self._step_hull = (float("inf"), -float("inf"))
+        self._recorded_end = -float("inf")  # the end of the profiler's span of the recording
         self._dataloader_us = 0.0
         self._events = 0
         self._launches = self._graph_launches = self._tiny = 0
         self._sync_us = 0.0
-        self._flows: tuple[dict[Any, float], dict[Any, float]] = ({}, {})
+        #: Launches (their ends) and kernels (their starts) by correlation id, until the
+        #: other one of the pair is read.
+        self._pending: tuple[dict[Any, float], dict[Any, float]] = ({}, {})
         self._delays = _Delays()
 
     def feed(self, events: Iterable[dict[str, Any]]) -> None:
@@ -113,8 +116,6 @@ class _Analysis:
             ph = event.get("ph")
             if ph == "X":
                 self._complete(event)
-            elif (ph == "s" or ph == "f") and event.get("cat") == "ac2g":
-                self._flow(ph, event)
 
     def _complete(self, event: dict[str, Any]) -> None:
         try:
@@ -128,6 +129,8 @@ class _Analysis:
         end = start + dur
         cat = event.get("cat", "")
         name = str(event.get("name", ""))
+        if cat == "Trace":  # Kineto's span of the recording ("PyTorch Profiler (0)")
+            self._recorded_end = max(self._recorded_end, end)
         gpu_kind = _GPU_KINDS.get(cat)
         if gpu_kind is not None:
             self._gpu(event, name, gpu_kind, start, end, dur)
@@ -160,6 +163,7 @@ class _Analysis:
             kind = _COMPUTE
             if is_launch(name):
                 self._launches += 1
+                self._pair(event, 0, end)
             elif name.startswith("cudaGraphLaunch"):
                 self._graph_launches += 1
             elif "Synchronize" in name:
@@ -180,24 +184,25 @@ class _Analysis:
                     self.nccl.extend((start, dur))
             if dur < TINY_US:
                 self._tiny += 1
+            self._pair(event, 1, start)
         category = {"compute": _GPU_COMPUTE, "comm": _GPU_COMM}.get(kind, _GPU_MEMCPY)
         device.order.push(start, end, category)
         self.kernels.add(name, dur, kind)
 
-    def _flow(self, ph: str, event: dict[str, Any]) -> None:
-        """A launch's flow: its start ("s", at the launch) meets its end ("f", at the
-        kernel's start) by id, whichever comes first in the file."""
-        try:
-            ts = float(event["ts"]) - (self._base or 0.0)
-            key = event["id"]
-        except (KeyError, TypeError, ValueError):
+    def _pair(self, event: dict[str, Any], side: int, ts: float) -> None:
+        """A kernel launch (side 0, at the call's end) or a kernel (side 1, at its start),
+        paired with the other by the correlation id both carry, whichever comes first in
+        the file: the delay is from the launch call's return to the kernel's start (none
+        when the kernel started before the call returned)."""
+        key = (event.get("args") or {}).get("correlation")
+        if key is None:
             return
-        mine, other = self._flows if ph == "s" else self._flows[::-1]
+        mine, other = self._pending if side == 0 else self._pending[::-1]
         seen = other.pop(key, None)
         if seen is not None:
-            self._delays.add(ts - seen if ph == "f" else seen - ts)
+            self._delays.add(max(0.0, ts - seen if side else seen - ts))
             return
-        if len(mine) >= _MAX_PENDING_FLOWS:
+        if len(mine) >= _MAX_PENDING_LAUNCHES:
             del mine[next(iter(mine))]  # the oldest unmatched goes: the state stays bounded
         mine[key] = ts
 
@@ -237,6 +242,8 @@ class _Analysis:
     def _span_us(self, first: float, last: float) -> float:
         """A timeline's span: its own hull, widened to the profiled steps (0 when empty)."""
         lo, hi = self._step_hull
+        if hi > self._recorded_end > -float("inf"):
+            hi = self._recorded_end  # a step still open when recording stopped ends with it
         lo, hi = min(first, lo), max(last, hi)
         return hi - lo if hi > lo else 0.0
 
