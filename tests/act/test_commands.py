@@ -10,8 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwatch.act import AUDIT_EVENT, COMMAND_EVENT, AuditRecord, CommandBook, CommandError
-from stepwatch.model import RecordBatch, Run
+from stepwatch.act import (
+    AUDIT_EVENT,
+    COMMAND_ACK_EVENT,
+    COMMAND_EVENT,
+    AuditRecord,
+    CommandBook,
+    CommandError,
+)
+from stepwatch.model import Event, RecordBatch, Run
 from stepwatch.store import Store
 
 
@@ -75,6 +82,54 @@ def test_an_answer_is_recorded_once_and_a_retry_changes_nothing() -> None:
         commands.ack("r1", "nope", "ok")
 
 
+@pytest.mark.parametrize(
+    ("action", "ranks", "message"),
+    [
+        ("lower_lr", [3], "lower_lr is applied by every rank: it takes no ranks"),
+        ("stop", [0, 1], "stop is applied by every rank"),
+        ("profile", [-1], "a rank is a whole number >= 0"),
+        ("profile", ["3"], "a rank is a whole number >= 0"),
+    ],
+)
+def test_only_a_command_a_rank_applies_alone_names_ranks(
+    action: str, ranks: list[object], message: str
+) -> None:
+    commands = book()
+    with pytest.raises(CommandError, match=message):
+        commands.issue("r1", action, ranks=ranks, by="me")
+    assert commands.after("r1") == []
+
+
+def _answers(events: list[Event]) -> list[tuple[str, object]]:
+    return [(e.data["result"], e.data.get("rank")) for e in events if e.kind == COMMAND_ACK_EVENT]
+
+
+def test_a_command_for_some_ranks_is_done_once_each_of_them_answered() -> None:
+    commands = book()
+    command, events = commands.issue("r1", "profile", {"steps": 3}, ranks=[5, 3, 5], by="me")
+    assert command.ranks == (3, 5) and command.describe() == "profile(steps=3) on ranks 3, 5"
+    assert AuditRecord.from_event(events[1]).detail["ranks"] == [3, 5]
+    for rank in (None, 4):
+        with pytest.raises(CommandError, match="is for ranks 3, 5: answer as one of them"):
+            commands.ack("r1", command.id, "ok", rank=rank)
+    first, events = commands.ack("r1", command.id, "ok", detail="from step 8", step=6, rank=5)
+    assert first.pending and first.acked_ts is None and _answers(events) == [("pending", 5)]
+    assert AuditRecord.from_event(events[1]).what == "rank 5 applied profile(steps=3) on ranks 3, 5"
+    assert commands.ack("r1", command.id, "ok", detail="from step 8", step=6, rank=5)[1] == []
+    with pytest.raises(CommandError, match="already answered 'ok' by rank 5"):
+        commands.ack("r1", command.id, "failed", rank=5)
+    done, events = commands.ack("r1", command.id, "failed", detail="no CUDA", step=4, rank=3)
+    assert (done.status, done.step) == ("failed", 4) and done.acked_ts is not None
+    assert done.detail == "rank 3: failed (no CUDA); rank 5: ok (from step 8)"
+    assert _answers(events) == [("failed", 3)]
+    assert events[0].data["answers"] == {
+        "3": {"result": "failed", "detail": "no CUDA", "step": 4},
+        "5": {"result": "ok", "detail": "from step 8", "step": 6},
+    }
+    everyone, _ = commands.issue("r1", "profile", by="me")
+    assert everyone.ranks == () and commands.ack("r1", everyone.id, "ok", rank=7)[0].status == "ok"
+
+
 def test_the_queue_is_rebuilt_from_the_stores_command_table(tmp_path: Path) -> None:
     commands = book()
     events = []
@@ -93,6 +148,25 @@ def test_the_queue_is_rebuilt_from_the_stores_command_table(tmp_path: Path) -> N
     assert [c.status for c in restored.after("r1")] == ["failed", "pending"]
     c, _ = restored.issue("r1", "stop", by="me")
     assert c.seq == b.seq + 1
+
+
+def test_the_answers_of_some_ranks_survive_a_restart(tmp_path: Path) -> None:
+    commands = book()
+    command, events = commands.issue("r1", "profile", ranks=[1, 2, 3], by="me")
+    for rank in (2, 1):
+        events += commands.ack("r1", command.id, "ok", step=rank, rank=rank)[1]
+    with Store(tmp_path / "s.duckdb") as store:
+        store.upsert_run(Run("r1"))
+        store.apply([RecordBatch.of("stepwatch.collector", events)])
+        restored = book()
+        restored.restore(store.current.commands(live=True))
+        (back,) = restored.after("r1")
+        assert back == commands.after("r1")[0] and back.pending and sorted(back.answers) == [1, 2]
+        _, last = restored.ack("r1", command.id, "ok", step=9, rank=3)
+        store.apply([RecordBatch.of("stepwatch.collector", last)])
+        (row,) = store.current.commands("r1")
+    assert (row["status"], row["step"], sorted(row["answers"])) == ("ok", 1, ["1", "2", "3"])
+    assert row["acked_ts"] is not None
 
 
 # ---- the HTTP API over the real collector ------------------------------------------------
@@ -145,6 +219,30 @@ def test_the_api_queues_lists_and_takes_answers(server: Any) -> None:
     assert [e["data"]["result"] for e in stored] == ["ok"]
     audits = wait_for_events(server.url, AUDIT_EVENT, 3)
     assert sorted(e["data"]["result"] for e in audits) == ["ok", "pending", "pending"]
+
+
+def test_the_api_takes_the_ranks_of_a_command_and_each_rank_s_answer(server: Any) -> None:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        make_run(client)
+        body = {"action": "profile", "args": {"steps": 2}, "ranks": [4, 1]}
+        command = client.post("/api/v1/runs/r1/commands", json=body).json()
+        assert (command["ranks"], command["answers"]) == ([1, 4], {})
+        ack = f"/api/v1/runs/r1/commands/{command['id']}/ack"
+        assert client.post(ack, json={"result": "ok"}).status_code == 409  # which rank?
+        assert client.post(ack, json={"result": "ok", "rank": 2}).status_code == 409
+        assert client.post(ack, json={"result": "ok", "step": 3, "rank": 4}).json()["status"] == (
+            "pending"
+        )
+        (listed,) = client.get("/api/v1/runs/r1/commands", params={"status": "pending"}).json()
+        assert listed["answers"] == {"4": {"result": "ok", "detail": "", "step": 3}}
+        done = client.post(ack, json={"result": "ok", "step": 5, "rank": 1}).json()
+        assert (done["status"], done["step"]) == ("ok", 3)
+        refused = client.post("/api/v1/runs/r1/commands", json={"action": "stop", "ranks": [1]})
+        assert refused.status_code == 400 and "takes no ranks" in refused.json()["error"]
+        negative = client.post(
+            "/api/v1/runs/r1/commands", json={"action": "profile", "ranks": [-1]}
+        )
+        assert negative.status_code == 400
 
 
 @pytest.mark.parametrize(

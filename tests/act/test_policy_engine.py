@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from stepwatch.act import AUDIT_EVENT, AuditRecord, Policies
-from stepwatch.detect import AlertState
+from stepwatch.detect import DETECTORS, AlertState, parse_rules
 
 from ._policy_parts import Harness, alert, policies
 
@@ -120,3 +120,30 @@ def test_the_engine_thread_takes_due_steps_and_stops() -> None:
     finally:
         h.engine.stop()
     assert h.commands() == ["lower_lr"]
+
+
+SLOW_STEPS = """
+policies:
+  rules:
+    - name: slow_steps
+      kinds: [straggler, step_time_regression]
+      steps:
+        - {action: profile, args: {steps: 3}}
+        - {after: 1m, action: checkpoint}
+"""
+
+
+def test_a_profile_step_profiles_the_rank_the_alert_names_or_else_every_rank() -> None:
+    found = parse_rules(SLOW_STEPS, "p.yaml", DETECTORS).policies
+    assert found is not None
+    h = Harness(found)
+    h.engine.on_alert(alert(kind="straggler").but(labels={"run": "r1", "rank": "5"}))
+    h.engine.on_alert(alert(kind="step_time_regression", run="r2"))
+    h.at(60)
+    assert [(c.action, c.ranks) for c in h.book.after("r1")] == [
+        ("profile", (5,)), ("checkpoint", ()),  # a checkpoint is every rank's
+    ]  # fmt: skip
+    assert [(c.action, c.args, c.ranks) for c in h.book.after("r2")][0] == (
+        "profile", {"steps": 3.0}, (),
+    )  # fmt: skip
+    assert h.decisions()[0] == ("step 1 profile", "issued")

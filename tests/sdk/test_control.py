@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,11 @@ def make_run(tmp_path: Path) -> Iterator[Callable[..., Run]]:
         run.finish(timeout_s=1.0)
 
 
-def issue(url: str, action: str, **args: float) -> dict[str, Any]:
+def issue(url: str, action: str, ranks: Sequence[int] = (), **args: float) -> dict[str, Any]:
     with httpx.Client(base_url=url, timeout=10) as client:
         client.post("/api/v1/runs", json={"id": "r1"})
-        reply = client.post("/api/v1/runs/r1/commands", json={"action": action, "args": args})
+        body = {"action": action, "args": args, "ranks": list(ranks)}
+        reply = client.post("/api/v1/runs/r1/commands", json=body)
         assert reply.status_code == 201, reply.text
         made: dict[str, Any] = reply.json()
         return made
@@ -155,3 +156,39 @@ def test_every_rank_applies_and_rank_0_answers(server: Any, make_run: Callable[.
     leader.close()
     listed = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
     assert [(c["id"], c["status"]) for c in listed] == [(made["id"], OK)]
+
+
+def test_a_command_for_some_ranks_is_applied_and_answered_by_each_of_them_alone(
+    server: Any, make_run: Callable[..., Run]
+) -> None:
+    issue(server.url, "profile", ranks=[1, 2], steps=2)
+    seen: list[int] = []
+
+    def on(rank: int) -> Controller:
+        def profile(command: Command, step: int) -> Outcome:
+            seen.append(rank)
+            return Outcome(OK, f"on rank {rank}")
+
+        return Controller(make_run(server.url, rank), {"profile": profile}, interval_s=0.02)
+
+    other, first, last = (on(rank) for rank in (0, 1, 2))
+    until(lambda: bool(first.applied), lambda: first.boundary(3))
+    first.close()
+    (listed,) = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
+    assert listed["status"] == "pending" and list(listed["answers"]) == ["1"]
+    again = on(1)  # rank 1 restarted: it answered already
+    for controller in (other, again):
+        assert controller._poller is not None
+        polls = controller._poller.polls
+        until(
+            lambda c=controller, n=polls: c._poller.polls > n + 2,
+            lambda c=controller: c.boundary(4),
+        )
+        assert controller.boundary(4) == [] and controller.applied == []
+        controller.close()
+    until(lambda: bool(last.applied), lambda: last.boundary(5))
+    last.close()
+    assert seen == [1, 2]
+    (listed,) = httpx.get(f"{server.url}/api/v1/runs/r1/commands", timeout=10).json()
+    assert (listed["status"], listed["step"]) == (OK, 3)
+    assert listed["detail"] == "rank 1: ok (on rank 1); rank 2: ok (on rank 2)"

@@ -203,6 +203,15 @@ class Dashboard:
         self.page.goto(f"{self.url}/#/{view}{query}")
         return self.page.locator(f'[data-view="{view}"]')
 
+    def sign_in(self, token: str, who: str) -> None:
+        """Sign in with ``token`` on the form the page shows; ``who`` is what the header then
+        says (name · role)."""
+        expect(self.page.locator("[data-signin]")).to_be_visible()
+        self.page.locator("#signin-token").fill(token)
+        self.page.locator("[data-signin] button[type=submit]").click()
+        expect(self.page.locator("[data-signin]")).to_be_hidden()
+        expect(self.page.locator("#who")).to_contain_text(who)
+
     def chart(self, name: str, min_points: int = 1) -> Locator:
         """The chart ``name`` once drawn with at least ``min_points`` points."""
         chart = self.page.locator(f'[data-chart="{name}"][data-ready="1"]')

@@ -81,10 +81,7 @@ def _sign_in(page: Page, collector: Collector, token: str, who: str, **params: s
     view = board.open(params.pop("view", "alerts"), run=RUN, **params)
     expect(page.locator("[data-signin]")).to_be_visible()
     expect(view).to_have_count(0)
-    page.locator("#signin-token").fill(token)
-    page.locator("[data-signin] button[type=submit]").click()
-    expect(page.locator("[data-signin]")).to_be_hidden()
-    expect(page.locator("#who")).to_contain_text(who)
+    board.sign_in(token, who)
     return board
 
 

@@ -1,11 +1,15 @@
 """Training control on the collector's side: the queue of commands for each run.
 
 A command (lower the learning rate, checkpoint, skip non-finite updates, roll
-back, stop) is issued by a person or a policy, picked up by the run's SDK when
+back, stop, profile) is issued by a person or a policy, picked up by the run's SDK when
 it polls, applied between two steps and acknowledged with its result. Commands
 and acknowledgements are store records, folded into the store's command table,
 from which the queue is rebuilt when the collector restarts; each also makes an
 audit record.
+
+A command may name the ranks it is for (``profile`` only: see ``RANK_ACTIONS``): each of
+them answers for itself, and the command stays pending until all have; every answer's
+record carries those given so far, so a restart loses none.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 from ..model import Event
 from ._audit import AuditRecord
 from ._policies import COMMAND_ACTIONS
 from ._policies import command_args as checked_args
+from ._policies import command_ranks as checked_ranks
 
 __all__ = [
     "ACK_RESULTS",
+    "Answer",
     "COMMAND_ACK_EVENT",
     "COMMAND_ACTIONS",
     "COMMAND_EVENT",
@@ -32,6 +38,7 @@ __all__ = [
     "CommandBook",
     "CommandError",
     "command_args",
+    "command_ranks",
 ]
 
 #: Event kinds of a command and of its acknowledgement in the store.
@@ -54,9 +61,48 @@ def command_args(action: str, given: Mapping[str, object] | None = None) -> dict
         raise CommandError(str(exc)) from None
 
 
+def command_ranks(action: str, ranks: Iterable[object] = ()) -> tuple[int, ...]:
+    """The ranks ``action`` is for, sorted (none: every rank); CommandError when wrong."""
+    try:
+        return checked_ranks(action, ranks)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One rank's answer to a command that names its ranks."""
+
+    result: str
+    detail: str = ""
+    step: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"result": self.result, "detail": self.detail, "step": self.step}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Answer:
+        step = d.get("step")
+        return cls(
+            str(d["result"]), str(d.get("detail") or ""), None if step is None else int(step)
+        )
+
+
+def _overall(answers: Mapping[int, Answer]) -> Answer:
+    """The command's answer once every rank it names gave theirs: ``ok`` only if all did, else
+    the first rank's failure (or ``unsupported``); each rank's detail, the first step."""
+    results = [a.result for a in answers.values()]
+    result = next((r for r in ("failed", "unsupported") if r in results), "ok")
+    detail = "; ".join(f"rank {r}: {a.result}" + (f" ({a.detail})" if a.detail else "")
+                       for r, a in sorted(answers.items()))  # fmt: skip
+    steps = [a.step for a in answers.values() if a.step is not None]
+    return Answer(result, detail, min(steps) if steps else None)
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One command for one run; ``status`` is ``pending`` until the run acknowledges it."""
+    """One command for one run; ``status`` is ``pending`` until the run acknowledges it (for
+    a command naming ``ranks``, until each of them has: ``answers`` holds theirs)."""
 
     id: str
     seq: int
@@ -72,15 +118,20 @@ class Command:
     detail: str = ""
     step: int | None = None
     acked_ts: float | None = None
+    ranks: tuple[int, ...] = ()
+    answers: dict[int, Answer] = field(default_factory=dict)
 
     @property
     def pending(self) -> bool:
         return self.status == PENDING
 
     def describe(self) -> str:
-        """``lower_lr(factor=0.5)``: how audit records and logs name it."""
+        """``lower_lr(factor=0.5)``, ``profile(steps=5) on ranks 3, 5``: how audit records and
+        logs name it."""
         args = ", ".join(f"{k}={v:g}" for k, v in self.args.items())
-        return f"{self.action}({args})"
+        ranks = ", ".join(map(str, self.ranks))
+        where = f" on rank{'s' if len(self.ranks) > 1 else ''} {ranks}" if self.ranks else ""
+        return f"{self.action}({args}){where}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +149,8 @@ class Command:
             "detail": self.detail,
             "step": self.step,
             "acked_ts": self.acked_ts,
+            "ranks": list(self.ranks),
+            "answers": {str(r): a.as_json() for r, a in self.answers.items()},
         }
 
     @classmethod
@@ -111,11 +164,13 @@ class Command:
             status=str(d.get("status", PENDING)), detail=str(d.get("detail") or ""),
             step=None if d.get("step") is None else int(d["step"]),
             acked_ts=None if d.get("acked_ts") is None else float(d["acked_ts"]),
+            ranks=tuple(int(r) for r in d.get("ranks") or ()),
+            answers={int(r): Answer.from_json(a) for r, a in dict(d.get("answers") or {}).items()},
         )  # fmt: skip
 
     def to_event(self) -> Event:
         data = self.as_json()
-        for key in ("status", "detail", "step", "acked_ts"):
+        for key in ("status", "detail", "step", "acked_ts", "answers"):
             data.pop(key)
         return Event(self.ts, COMMAND_EVENT, self.describe(), {"run": self.run}, data)
 
@@ -129,6 +184,7 @@ class Command:
             alert_id=self.alert_id,
             kind=self.kind,
             detail={"command": self.id, "seq": self.seq, "args": dict(self.args)}
+            | ({"ranks": list(self.ranks)} if self.ranks else {})
             | ({"reason": self.detail} if self.detail else {})
             | ({"step": self.step} if self.step is not None else {}),
         )
@@ -188,16 +244,20 @@ class CommandBook:
         reason: str = "",
         alert_id: str = "",
         kind: str = "",
+        ranks: Iterable[object] = (),
     ) -> tuple[Command, list[Event]]:
-        """Queue a command for ``run``; CommandError (and nothing queued) for a bad one."""
+        """Queue a command for ``run`` (for ``ranks`` only, when given); CommandError (and
+        nothing queued) for a bad one."""
         checked = command_args(action, args)
+        chosen = command_ranks(action, ranks)
         now = self._clock()
         with self._lock:
             queue = self._runs.setdefault(run, _RunQueue())
             seq = queue.commands[-1].seq + 1 if queue.commands else 1
             command = Command(
-                self._new_id(), seq, run, action, checked, now, by, reason, alert_id, kind
-            )
+                self._new_id(), seq, run, action, checked, now, by, reason, alert_id, kind,
+                ranks=chosen,
+            )  # fmt: skip
             self._insert(queue, command)
         audit = command.audit(by or "api", PENDING, f"issued {command.describe()}")
         return command, [command.to_event(), audit.to_event(now)]
@@ -227,27 +287,60 @@ class CommandBook:
         detail: str = "",
         step: int | None = None,
         by: str = "",
+        rank: int | None = None,
     ) -> tuple[Command, list[Event]]:
-        """Record the run's answer. The same answer again (a retry) changes nothing and
-        returns no events; KeyError for an unknown command, CommandError for a bad result or
-        a different answer to an answered command."""
+        """Record the run's answer (``rank``'s, for a command naming ranks; ignored for one
+        that names none). The same answer again (a retry) changes nothing and returns no
+        events; KeyError for an unknown command, CommandError for a bad result, a rank the
+        command is not for, or a different answer to an answered command."""
         if result not in ACK_RESULTS:
             raise CommandError(f"result must be one of {', '.join(ACK_RESULTS)}, not {result!r}")
         now = self._clock()
+        given = Answer(result, detail, step)
         with self._lock:
             queue = self._runs.get(run)
             if queue is None or command_id not in queue.by_id:
                 raise KeyError(command_id)
             index = queue.by_id[command_id]
             before = queue.commands[index]
-            if not before.pending:
-                if (before.status, before.detail, before.step) == (result, detail, step):
-                    return before, []
-                raise CommandError(f"command {command_id} was already answered {before.status!r}")
-            command = replace(before, status=result, detail=detail, step=step, acked_ts=now)
+            command = self._answered(before, given, rank, now)
+            if command is None:
+                return before, []
             queue.commands[index] = command
-        data = {"id": command.id, "run": run, "result": result, "detail": detail, "step": step}
-        text = f"{command.describe()}: {result}" + (f" ({detail})" if detail else "")
+        data = {"id": command.id, "run": run, "result": command.status,
+                "detail": command.detail, "step": command.step}  # fmt: skip
+        who = ""
+        if command.ranks:
+            data |= {"rank": rank, "answers": command.as_json()["answers"]}
+            who = f"rank {rank} "
+        text = f"{command.describe()}: {who}{result}" + (f" ({detail})" if detail else "")
         ack_event = Event(now, COMMAND_ACK_EVENT, text, {"run": run}, data)
-        audit = command.audit(by or f"run:{run}", result, f"applied {command.describe()}")
+        audit = command.audit(by or f"run:{run}", result, f"{who}applied {command.describe()}")
         return command, [ack_event, audit.to_event(now)]
+
+    @staticmethod
+    def _answered(before: Command, given: Answer, rank: int | None, now: float) -> Command | None:
+        """``before`` with ``given`` taken in; None for a retry of the answer it has."""
+        if not before.ranks:
+            if not before.pending:
+                if (before.status, before.detail, before.step) == astuple(given):
+                    return None
+                raise CommandError(f"command {before.id} was already answered {before.status!r}")
+            return replace(before, status=given.result, detail=given.detail, step=given.step,
+                           acked_ts=now)  # fmt: skip
+        if rank not in before.ranks:
+            ranks = ", ".join(map(str, before.ranks))
+            raise CommandError(f"command {before.id} is for ranks {ranks}: answer as one of them")
+        had = before.answers.get(rank)
+        if had is not None:
+            if had == given:
+                return None
+            raise CommandError(
+                f"command {before.id} was already answered {had.result!r} by rank {rank}"
+            )
+        answers = {**before.answers, rank: given}
+        if len(answers) < len(before.ranks):
+            return replace(before, answers=answers)
+        overall = _overall(answers)
+        return replace(before, answers=answers, status=overall.result, detail=overall.detail,
+                       step=overall.step, acked_ts=now)  # fmt: skip

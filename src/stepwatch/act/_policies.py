@@ -12,6 +12,10 @@
             - {after: 30s, action: lower_lr, args: {factor: 0.5}}
             - {after: 5m, action: checkpoint}
             - {after: 5m, action: stop, args: {timeout_s: 120}}
+        - name: slow_steps
+          kinds: [straggler, step_time_regression]
+          steps:                   # profile: on the alert's rank, or every rank if it names none
+            - {action: profile, args: {steps: 5}}
 
 Mistakes are reported like the rest of the rule file: ``file:line: field: what``.
 """
@@ -19,7 +23,7 @@ Mistakes are reported like the rest of the rule file: ``file:line: field: what``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..config import At
@@ -28,10 +32,12 @@ __all__ = [
     "COMMAND_ACTIONS",
     "NOTIFY",
     "POLICY_ACTIONS",
+    "RANK_ACTIONS",
     "Policies",
     "Policy",
     "PolicyStep",
     "command_args",
+    "command_ranks",
     "parse_policies",
 ]
 
@@ -44,6 +50,9 @@ COMMAND_ACTIONS: dict[str, dict[str, float]] = {
     "stop": {"timeout_s": 300.0},
     "profile": {"steps": 5.0},
 }
+#: Commands a rank applies on its own, so they may name the ranks they are for; the others
+#: change what every rank shares (the weights, the rate, the loop), so every rank applies them.
+RANK_ACTIONS = frozenset({"profile"})
 #: A policy step that only tells people (the notifiers subscribe to alerts themselves).
 NOTIFY = "notify"
 POLICY_ACTIONS = (NOTIFY, *COMMAND_ACTIONS)
@@ -74,6 +83,19 @@ def command_args(action: str, given: Mapping[str, object] | None = None) -> dict
     if "timeout_s" in args and args["timeout_s"] <= 0:
         raise ValueError(f"stop: timeout_s must be > 0, got {args['timeout_s']:g}")
     return args
+
+
+def command_ranks(action: str, ranks: Iterable[object] = ()) -> tuple[int, ...]:
+    """The ranks a command names, sorted and once each (none: every rank); ValueError when
+    one is not a rank number or ``action`` is not one a rank applies on its own."""
+    chosen = set()
+    for rank in ranks:
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"{action}: a rank is a whole number >= 0, not {rank!r}")
+        chosen.add(rank)
+    if chosen and action not in RANK_ACTIONS:
+        raise ValueError(f"{action} is applied by every rank: it takes no ranks")
+    return tuple(sorted(chosen))
 
 
 @dataclass(frozen=True, slots=True)

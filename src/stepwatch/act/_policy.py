@@ -6,7 +6,8 @@ while the alert still fires: notify, then mitigate, then checkpoint and stop.
 A cool-down keeps a policy off a run it acted on lately, and a run gets at
 most ``max_actions_per_run`` automatic commands. With ``observe_only`` nothing
 is sent: each decision is audited as what it would have done. Every decision,
-taken or not, is an audit record.
+taken or not, is an audit record. A ``profile`` step profiles the rank the alert names (a
+straggler's), or every rank when it names none.
 
 Across restarts the engine is a part of the collector's checkpoint (``snapshot`` and
 ``restore``); the audit trail since the checkpoint says which steps were taken after it, so
@@ -25,7 +26,7 @@ from ..detect import AlertState, LiveAlert
 from ..model import Event
 from ._audit import AuditRecord
 from ._commands import CommandBook
-from ._policies import Policies, Policy, PolicyStep
+from ._policies import RANK_ACTIONS, Policies, Policy, PolicyStep
 from ._policy_state import Escalation, PolicyState
 from ._state import History, audits
 
@@ -34,6 +35,16 @@ __all__ = ["PolicyEngine"]
 log = logging.getLogger("stepwatch.act")
 
 Record = Callable[[Sequence[Event]], object]
+
+
+def concerned(alert: LiveAlert, step: PolicyStep) -> tuple[int, ...]:
+    """The ranks a step's command is for: a command a rank applies on its own (``profile``)
+    goes to the rank the alert names (a straggler's); any other, or an alert naming no rank,
+    to every rank."""
+    rank = alert.labels.get("rank", "")
+    if step.action not in RANK_ACTIONS or not rank.isdecimal():
+        return ()
+    return (int(rank),)
 
 
 class PolicyEngine:
@@ -180,7 +191,7 @@ class PolicyEngine:
         )
         command, events = self._book.issue(
             run, step.action, dict(step.args), by=f"policy:{policy.name}", reason=reason,
-            alert_id=alert.id, kind=alert.kind,
+            alert_id=alert.id, kind=alert.kind, ranks=concerned(alert, step),
         )  # fmt: skip
         detail |= {"command": command.id}
         self._decide(policy, alert, run, "issued", what, detail, also=events)  # one write

@@ -309,39 +309,67 @@ def top(
 @click.argument("run_id", metavar="RUN")
 @click.option("--steps", default=5, show_default=True, type=click.IntRange(1, 1000))
 @click.option(
+    "--rank",
+    "ranks",
+    multiple=True,
+    type=click.IntRange(min=0),
+    help="Profile this rank only (repeat for several) [default: every rank].",
+)
+@click.option(
     "--wait",
     "wait_s",
     default=0.0,
     type=click.FloatRange(min=0),
     metavar="S",
-    help="Wait up to S seconds for the trace, then download it.",
+    help="Wait up to S seconds for the trace (one of each --rank), then download it.",
 )
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Where to write the trace [default: RUN-ID.json.gz].",
+    help="Where to write the trace, with one --rank at most [default: RUN-ID.json.gz].",
 )
 @_client_options
 def profile(
-    run_id: str, steps: int, wait_s: float, out: Path | None, server_url: str, token: str | None
+    run_id: str,
+    steps: int,
+    ranks: tuple[int, ...],
+    wait_s: float,
+    out: Path | None,
+    server_url: str,
+    token: str | None,
 ) -> None:
     """Ask RUN to profile its next steps (torch.profiler) and upload the trace; with --wait,
     download it (`stepwatch trace FILE` analyses it, Perfetto shows it)."""
     import time
 
+    wanted = sorted(set(ranks))
+    if out is not None and len(wanted) > 1:
+        raise click.BadParameter("names one file: give one --rank at most", param_hint="--out")
     with _client(server_url, token) as client:
         before = {p["id"] for p in client.profiles(run_id)}
-        sent = client.command(run_id, "profile", {"steps": steps})
-        click.echo(f"asked run {run_id} to profile {steps} steps (command {sent['id']})")
+        sent = client.command(run_id, "profile", {"steps": steps}, ranks=wanted)
+        where = f" on rank{'s' if len(wanted) > 1 else ''} {', '.join(map(str, wanted))}"
+        click.echo(
+            f"asked run {run_id} to profile {steps} steps{where if wanted else ''} "
+            f"(command {sent['id']})"
+        )
         deadline = time.monotonic() + wait_s
+        due = {str(r) for r in wanted}
         while wait_s and time.monotonic() < deadline:
-            new = [p for p in client.profiles(run_id) if p["id"] not in before]
-            if new:
-                path = out or Path(f"{run_id}-{new[0]['id']}.json.gz")
-                path.write_bytes(client.profile_trace(run_id, new[0]["id"]))
-                click.echo(f"trace of steps {new[0]['first_step']}+{new[0]['steps']} in {path}")
-                return
+            for p in client.profiles(run_id)[::-1]:  # oldest first
+                if p["id"] in before or (due and p["rank"] not in due):
+                    continue
+                before.add(p["id"])
+                due.discard(p["rank"])
+                path = out or Path(f"{run_id}-{p['id']}.json.gz")
+                path.write_bytes(client.profile_trace(run_id, p["id"]))
+                click.echo(
+                    f"trace of rank {p['rank']}, steps {p['first_step']}+{p['steps']} in {path}"
+                )
+                if not due:
+                    return
             time.sleep(1.0)
     if wait_s:
-        raise click.ClickException(f"no trace came within {wait_s:g} s")
+        missing = f" of rank {', '.join(sorted(due, key=int))}" if due else ""
+        raise click.ClickException(f"no trace{missing} came within {wait_s:g} s")

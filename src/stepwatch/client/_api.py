@@ -113,9 +113,14 @@ class CollectorClient(ApiSession):
         """One run's record; a ClientError with status 404 when there is no such run."""
         return dict(self.call("GET", f"/runs/{run_id}"))
 
-    def command(self, run: str, action: str, args: Mapping[str, float]) -> dict[str, Any]:
-        """Tell ``run`` to do ``action`` (with ``args``) at its next step boundary."""
-        body = {"action": action, "args": dict(args)}
+    def command(
+        self, run: str, action: str, args: Mapping[str, float], ranks: Sequence[int] = ()
+    ) -> dict[str, Any]:
+        """Tell ``run`` to do ``action`` (with ``args``) at its next step boundary, on
+        ``ranks`` only when given."""
+        body: dict[str, Any] = {"action": action, "args": dict(args)}
+        if ranks:
+            body["ranks"] = list(ranks)
         return dict(self.call("POST", f"/runs/{run}/commands", json=body))
 
     def profiles(self, run: str) -> list[dict[str, Any]]:

@@ -31,13 +31,16 @@ OK, FAILED, UNSUPPORTED = "ok", "failed", "unsupported"
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A command as the run receives it."""
+    """A command as the run receives it: for every rank, or for ``ranks`` only (of which
+    those in ``answered`` have applied it already)."""
 
     id: str
     seq: int
     action: str
     args: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    ranks: tuple[int, ...] = ()
+    answered: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> Command:
@@ -48,6 +51,14 @@ class Command:
             str(doc["action"]),
             {str(k): float(v) for k, v in args.items()},
             str(doc.get("reason", "")),
+            tuple(int(r) for r in doc.get("ranks") or ()),
+            frozenset(int(r) for r in doc.get("answers") or {}),
+        )
+
+    def due(self, rank: str) -> bool:
+        """Whether the process of ``rank`` (its label) is to apply this command."""
+        return not self.ranks or (
+            rank.isdecimal() and int(rank) in self.ranks and int(rank) not in self.answered
         )
 
 
@@ -74,6 +85,7 @@ class _Ack:
     command: Command
     outcome: Outcome
     step: int | None
+    rank: int | None
 
 
 class CommandPoller:
@@ -128,9 +140,12 @@ class CommandPoller:
             except queue.Empty:
                 return out
 
-    def ack(self, command: Command, outcome: Outcome, step: int | None) -> None:
-        """Queue the answer to ``command``; the thread posts it (and retries it) in order."""
-        self._acks.put(_Ack(command, outcome, step))
+    def ack(
+        self, command: Command, outcome: Outcome, step: int | None, rank: int | None = None
+    ) -> None:
+        """Queue the answer to ``command`` (as ``rank``, for one naming ranks); the thread
+        posts it (and retries it) in order."""
+        self._acks.put(_Ack(command, outcome, step, rank))
         self._worker.wake()
 
     def close(self) -> None:
@@ -186,7 +201,7 @@ class CommandPoller:
                 "result": item.outcome.result,
                 "detail": item.outcome.detail[:4000],
                 "step": item.step,
-            }
+            } | ({} if item.rank is None else {"rank": item.rank})
             reply = self._client.post_json(f"{self._path}/{item.command.id}/ack", body)
             if reply.status >= 500 or reply.status in (408, 429):
                 raise TransportError(f"the collector answered {reply.status}")
@@ -210,8 +225,9 @@ class Controller:
     """Applies a run's commands at step boundaries through ``handlers`` (by action).
 
     A command without a handler is answered ``unsupported``; a handler that raises is
-    ``failed`` with the error. Every rank applies every command; rank 0 answers (each rank
-    records a ``command_applied`` event with its own result). After a ``stop`` command is
+    ``failed`` with the error. A command naming ranks is applied by those ranks alone, each
+    answering for itself; any other by every rank, rank 0 answering (each rank records a
+    ``command_applied`` event with its own result). After a ``stop`` command is
     applied, ``stop_requested`` is true and a timer calls ``hard_stop`` (default:
     KeyboardInterrupt in the main thread) unless ``close()`` comes within the command's
     ``timeout_s``.
@@ -240,7 +256,7 @@ class Controller:
             client = HttpClient(run.server, run.token, timeout_s=timeout_s, tls=run.tls)
             poller = CommandPoller(client, run.id, interval_s=interval_s)
         self._poller = poller.start() if poller is not None else None
-        self._answers = run.labels.get("rank", "0") == "0"
+        self._rank = run.labels.get("rank", "0")
         self.applied: list[tuple[Command, Outcome]] = []
         self.stop_requested = False
         self._timer: threading.Timer | None = None
@@ -252,8 +268,12 @@ class Controller:
             return []
         done = []
         for command in self._poller.take():
+            if not command.due(self._rank):
+                continue  # named other ranks, or this one answered it already (before a restart)
             outcome = self._apply(command, step)
-            if self._answers:
+            if command.ranks:
+                self._poller.ack(command, outcome, step, int(self._rank))
+            elif self._rank == "0":
                 self._poller.ack(command, outcome, step)
             text = f"{command.action}: {outcome.result}"
             self.run.event(

@@ -28,6 +28,8 @@ class CommandIn(BaseModel):
     action: str = Field(max_length=64)
     args: dict[str, Any] = Field(default_factory=dict)
     reason: str = Field(default="", max_length=4096)
+    #: The ranks it is for (``profile`` only); none: every rank.
+    ranks: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=4096)
 
 
 class AckIn(BaseModel):
@@ -38,6 +40,8 @@ class AckIn(BaseModel):
     result: Literal["ok", "failed", "unsupported"]
     detail: str = Field(default="", max_length=4096)
     step: int | None = Field(default=None, ge=0)
+    #: Who answers a command naming ranks: one of them.
+    rank: int | None = Field(default=None, ge=0)
 
 
 #: The run's SDK, and people looking.
@@ -61,8 +65,9 @@ class _Commands:
             raise ApiError(409, f"run {run_id!r} is {run.status}: it takes no more commands")
         try:
             command, events = self.book.issue(
-                run_id, body.action, body.args, by=who.actor, reason=body.reason
-            )
+                run_id, body.action, body.args, by=who.actor, reason=body.reason,
+                ranks=body.ranks,
+            )  # fmt: skip
         except CommandError as exc:
             raise ApiError(400, str(exc)) from None
         self.log.write(events)
@@ -83,15 +88,17 @@ class _Commands:
         return JSON([c.as_json() for c in chosen])
 
     async def ack(self, who: Ingester, run_id: str, command_id: str, body: AckIn) -> JSON:
-        """Record the result; a repeated identical answer is fine, a different one is 409."""
+        """Record the result (of ``rank``, one of those a command names); a repeated identical
+        answer is fine, a different one, or one from a rank it is not for, is 409."""
         return await run_in_threadpool(self._ack, who, run_id, command_id, body)
 
     def _ack(self, who: Identity, run_id: str, command_id: str, body: AckIn) -> JSON:
         self.scope.run(who, run_id)
         try:
             command, events = self.book.ack(
-                run_id, command_id, body.result, detail=body.detail, step=body.step, by=who.actor
-            )
+                run_id, command_id, body.result, detail=body.detail, step=body.step,
+                by=who.actor, rank=body.rank,
+            )  # fmt: skip
         except KeyError:
             raise ApiError(404, f"unknown command {command_id!r} of run {run_id!r}") from None
         except CommandError as exc:

@@ -35,7 +35,8 @@ _EXPIRY = f"{_str('by')} AS expired_by"
 _COMMAND = f"{_num('seq', 'BIGINT')} AS num, json_extract_string(data, '$.run') AS crun"
 _ANSWER = (
     f"json_extract_string(data, '$.run') AS crun, {_str('result', 'ok')} AS result, "
-    f"{_str('detail')} AS detail, {_num('step', 'BIGINT')} AS step"
+    f"{_str('detail')} AS detail, {_num('step', 'BIGINT')} AS step, "
+    "json_extract(data, '$.answers') AS answers"
 )
 _ACTION = f"{_str('state')} AS state, {_num('created')} AS created"
 
@@ -74,8 +75,13 @@ COMMANDS = Family(
         SELECT id, first_seq, crun, num, ts, data, 'pending', NULL, NULL, NULL
         FROM ({latest("{src}", "command", _ID, _COMMAND)}) WHERE crun IS NOT NULL
         ON CONFLICT (id) DO NOTHING""",
+        # an answer of one of the ranks a command names carries all the ranks' answers so far
+        # (into ``data``) and leaves it pending until the last
         f"""UPDATE command_state SET status = a.result, detail = a.detail, step = a.step,
-            acked_ts = a.ts
+            acked_ts = CASE WHEN a.result = 'pending' THEN NULL ELSE a.ts END,
+            data = CASE WHEN a.answers IS NULL THEN command_state.data ELSE CAST(
+                json_merge_patch(command_state.data, json_object('answers', a.answers))
+                AS VARCHAR) END
         FROM ({latest("{src}", "command_ack", _ID, _ANSWER)}) a
         WHERE command_state.id = a.id AND command_state.run = a.crun
             AND command_state.first_seq < a.seq""",

@@ -324,7 +324,8 @@ def control(
     - ``rollback``: ``load(step)`` of the last good checkpoint; the pending update is
       dropped. The loop's step counter goes on.
     - ``profile(steps)``: torch.profiler over the next ``steps`` steps (after two of
-      warm-up), the trace uploaded to the collector (:func:`stepwatch.torch.profile`).
+      warm-up), the trace uploaded to the collector (:func:`stepwatch.torch.profile`), on
+      the ranks the command names (every rank when it names none); the others go on.
     - ``stop``: calls ``stop()`` when given (set a flag your loop checks), otherwise
       raises :class:`StopTraining` out of ``optimizer.step()``; either way, a process
       still running ``timeout_s`` later gets a KeyboardInterrupt in its main thread.

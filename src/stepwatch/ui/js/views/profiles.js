@@ -1,12 +1,16 @@
 // A run's profiler traces (uploaded by stepwatch.torch.profile or `stepwatch profile RUN`):
 // the list on the run's page, each with a link to the trace view and one to download it as
-// the Chrome trace it is (Perfetto and chrome://tracing open it).
+// the Chrome trace it is (Perfetto and chrome://tracing open it); for operators, the control
+// that asks a running run for one (the `profile` command, on some ranks or every one).
 
 import { API, api } from "../api.js";
+import { can } from "../session.js";
 import { el, fmtNum, fmtTime } from "../util.js";
 
 // The run's list is asked for again at most this often (the overview refreshes every 2 s).
 const LIST_EVERY_MS = 10000;
+// While a profile asked for is under way, its command and the list are asked for this often.
+const FOLLOW_EVERY_MS = 1000;
 
 const base = (runId) => "/runs/" + encodeURIComponent(runId) + "/profiles";
 
@@ -52,23 +56,96 @@ export function profileTable(runId, list, open) {
   return el("table", { class: "list" }, el("thead", {}, head), el("tbody", {}, rows));
 }
 
+// "3, 5" as [3, 5]; null when a part is not a rank number.
+function parseRanks(text) {
+  const parts = text.split(/[\s,]+/).filter(Boolean);
+  return parts.every((p) => /^\d+$/.test(p)) ? [...new Set(parts.map(Number))].sort((a, b) => a - b) : null;
+}
+
+// A pause that ends early when the view is left.
+const pause = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+// The control that asks the run to profile its next steps: steps, ranks (empty: every rank),
+// and the state of the command (`data-status`: pending → profiling → done, or failed /
+// unsupported / refused) until its traces are in the list; `relist()` shows the list anew.
+function profileControl(ctx, relist) {
+  const steps = el("input", { type: "number", min: 1, max: 1000, value: 5, "aria-label": "steps to profile", dataset: { field: "profile-steps" } });
+  const ranks = el("input", { type: "text", size: 10, placeholder: "every rank", "aria-label": "ranks to profile", title: "rank numbers, e.g. 3, 5; empty: every rank", dataset: { field: "profile-ranks" } });
+  const state = el("span", { class: "muted", dataset: { profileCommand: "" } });
+  const show = (status, text) => {
+    state.dataset.status = status;
+    state.textContent = text;
+  };
+  const base = "/runs/" + encodeURIComponent(ctx.run.id);
+  // Follow the command until it is answered, then the list until each rank's trace is in.
+  async function follow(command, before) {
+    const due = command.ranks.map(String);
+    for (;;) {
+      await pause(FOLLOW_EVERY_MS, ctx.signal);
+      if (ctx.signal.aborted) return;
+      const [got] = (await api(base + "/commands?after=" + (command.seq - 1), { signal: ctx.signal })) || [];
+      if (!got || got.status === "pending") {
+        const answered = Object.keys((got && got.answers) || {}).length;
+        show("pending", due.length > 1 && answered ? `pending: ${answered} of ${due.length} ranks have begun` : "pending: the run takes it at its next step");
+        continue;
+      }
+      if (got.status !== "ok") return show(got.status, got.status + ": " + got.detail);
+      const fresh = ((await listProfiles(ctx.run.id, ctx.signal)) || []).filter((p) => !before.has(p.id));
+      const missing = due.filter((r) => !fresh.some((p) => String(p.rank) === r));
+      if (fresh.length && !missing.length) {
+        show("done", `done: ${fresh.length} trace${fresh.length === 1 ? "" : "s"} in the list`);
+        return relist();
+      }
+      show("profiling", `profiling ${command.args.steps} steps` + (missing.length ? " on rank " + missing.join(", ") : "") + "…");
+    }
+  }
+  const button = el("button", { type: "button", dataset: { action: "profile" } }, "Profile");
+  button.addEventListener("click", async () => {
+    const chosen = parseRanks(ranks.value);
+    const n = Number(steps.value);
+    if (chosen === null) return show("refused", "ranks are rank numbers, e.g. 3, 5");
+    if (!Number.isInteger(n) || n < 1 || n > 1000) return show("refused", "steps: a whole number from 1 to 1000");
+    button.disabled = true;
+    try {
+      const before = new Set(((await listProfiles(ctx.run.id, ctx.signal)) || []).map((p) => p.id));
+      const command = await api(base + "/commands", { method: "POST", body: { action: "profile", args: { steps: n }, ranks: chosen }, signal: ctx.signal });
+      show("pending", "pending: the run takes it at its next step");
+      await follow(command, before);
+    } catch (err) {
+      if (err.name !== "AbortError") show("refused", "refused: " + err.message);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return el("div", { class: "toolbar", dataset: { profileControl: "" } }, el("label", {}, "steps", steps), el("label", {}, "ranks", ranks), button, state);
+}
+
 // The run page's panel; refresh() asks for the list again (at most every LIST_EVERY_MS).
 export function profilesPanel(parent, ctx) {
   const body = el("div", {}, el("p", { class: "empty", text: "Asking the collector…" }));
-  parent.append(el("div", { class: "panel", dataset: { profiles: "" } }, el("h3", { text: "Profiles" }), body));
+  const panel = el("div", { class: "panel", dataset: { profiles: "" } }, el("h3", { text: "Profiles" }));
   let at = 0;
   const open = (p) => "#/trace?" + new URLSearchParams({ run: ctx.run.id, profile: p.id }).toString();
+  async function relist() {
+    at = Date.now();
+    const list = (await listProfiles(ctx.run.id, ctx.signal)) || [];
+    if (ctx.signal.aborted) return;
+    body.replaceChildren(
+      list.length
+        ? profileTable(ctx.run.id, list, open)
+        : el("p", { class: "empty" }, "No profiler traces of this run: ", el("code", { text: "stepwatch profile " + ctx.run.id }), " asks a run under stepwatch.torch.control for one."),
+    );
+  }
+  if (ctx.run.status === "running" && can("operate")) panel.append(profileControl(ctx, relist));
+  panel.append(body);
+  parent.append(panel);
   return {
     async refresh() {
-      if (Date.now() - at < LIST_EVERY_MS) return;
-      at = Date.now();
-      const list = (await listProfiles(ctx.run.id, ctx.signal)) || [];
-      if (ctx.signal.aborted) return;
-      body.replaceChildren(
-        list.length
-          ? profileTable(ctx.run.id, list, open)
-          : el("p", { class: "empty" }, "No profiler traces of this run: ", el("code", { text: "stepwatch profile " + ctx.run.id }), " asks a run under stepwatch.torch.control for one."),
-      );
+      if (Date.now() - at >= LIST_EVERY_MS) await relist();
     },
   };
 }
