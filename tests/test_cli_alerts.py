@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from _chat_model import chat_model
 from click.testing import CliRunner, Result
+from conftest import poll
 
 from stepwatch.cli import main
 
@@ -26,6 +28,17 @@ groups:
         severity: critical
         annotations: {summary: "GPU {{ $labels.gpu }} of {{ $labels.node }} at {{ $value }} C"}
 """
+PLAYBOOKS = """\
+playbooks:
+  - name: cordon
+    kind: command
+    argv: [echo, "{node}"]
+    dry_run: false
+    triggers: [gpu_thermal]
+    description: take the node out of the pool
+"""
+#: What the analyst model answers: markup and an escape sequence a table must show as text.
+ANSWER = "[bold]GPU 1 of n3[/] ran hot: \x1b[31mcooling\x1b[0m failed.\nPLAYBOOK: cordon"
 
 
 def _cli(*args: str) -> Result:
@@ -215,7 +228,45 @@ def test_alerts_as_incidents_name_the_root_cause(collector: Any) -> None:
     assert "1 incident" in said.output
     assert "gpu_thermal gpu=1 node=n3" in said.output
     assert "a hardware or storage alert; on n3" in said.output
+    (row,) = [line for line in said.output.splitlines() if "gpu_thermal" in line]
+    assert _cells(row)[-2:] == ["", ""]  # no playbooks configured, no analyst
     as_json = _cli("alerts", "--incidents", "--json", "--server", collector.url,
                    "--token", collector.token)  # fmt: skip
     (incident,) = json.loads(as_json.output)
     assert incident["root_cause"]["alert"]["kind"] == "gpu_thermal" and incident["open"]
+    assert incident["playbooks"] == [] and "analysis" not in incident
+
+
+def test_incidents_show_their_playbooks_and_the_start_of_the_models_analysis(
+    collector_factory: Any, tmp_path: Path
+) -> None:
+    rules, playbooks = tmp_path / "site.yaml", tmp_path / "playbooks.yaml"
+    rules.write_text(RULES)
+    playbooks.write_text(PLAYBOOKS)
+    with chat_model(ANSWER) as model:
+        args = ("--rules", str(rules), "--playbooks", str(playbooks), "--analyst", model.url)
+        collector = collector_factory(
+            auth=True, extra_args=(*args, "--analyst-model", "test-model")
+        )
+        _hot_gpu(collector)
+        api = httpx.Client(base_url=f"{collector.url}/api/v1", headers=collector.headers)
+        with api:
+            (incident,) = api.get("/alerts/incidents").json()
+            asked = api.post(f"/alerts/incidents/{incident['id']}/analysis")
+            assert asked.status_code == 202, asked.text
+            analysed = poll(
+                lambda: [i for i in api.get("/alerts/incidents").json() if "analysis" in i]
+            )
+    assert analysed, f"the model's analysis did not come:\n{collector.log()}"
+    server = ("--server", collector.url, "--token", collector.token)
+    said = _cli("alerts", "--incidents", *server)
+    assert said.exit_code == 0, said.output
+    (row,) = [line for line in said.output.splitlines() if "gpu_thermal" in line]
+    playbook, analysis = _cells(row)[-2:]
+    assert playbook == "cordon:pending"  # destructive: its action waits for an approval
+    # the model's first line as it wrote it: no markup read, no escape sequence passed
+    assert analysis == "test-model: [bold]GPU 1 of n3[/] ran hot: [31mcooling[0m failed."
+    assert "\x1b" not in said.output and "PLAYBOOK" not in said.output
+    (as_json,) = json.loads(_cli("alerts", "--incidents", "--json", *server).output)
+    assert as_json["analysis"]["text"] == ANSWER
+    assert as_json["playbooks"][0]["status"] == "pending"

@@ -17,7 +17,8 @@ from stepwatch.server import CollectorOptions, ServerThread
 from ._readme import ROOT, blocks
 
 PAGE = ROOT / "docs" / "operations.md"
-INGEST = ROOT / "src" / "stepwatch" / "server" / "_ingest.py"
+#: Ingest and the checks of every writing route it makes first.
+INGEST = [ROOT / "src" / "stepwatch" / "server" / f for f in ("_ingest.py", "_body.py")]
 NOTIFY = """\
 receivers:
   - name: somewhere
@@ -56,7 +57,7 @@ def test_the_table_lists_every_metric_the_collector_exposes(tmp_path: Path) -> N
 
 def test_the_reasons_are_those_ingest_counts() -> None:
     documented = set(re.findall(r"^\| \d{3} \| `(\w+)` \|", PAGE.read_text(), re.MULTILINE))
-    named = set(re.findall(r'reason="(\w+)"', INGEST.read_text()))
+    named = {r for f in INGEST for r in re.findall(r'reason="(\w+)"', f.read_text())}
     named |= {"queue_full", "shutting_down"}  # chosen by the exception's class
     assert named <= documented
     assert documented - named == {"unauthorized", "forbidden", "internal"}  # from the status

@@ -1,6 +1,8 @@
 """The incidents view: a run's out-of-memory log line and the NaN loss after it are one
 incident with the OOM as its root cause; another run's NaN loss is an incident of its own,
-listed first (newer); a card's link opens its run, and one run's incidents are shown alone."""
+listed first (newer); a card's link opens its run, and one run's incidents are shown alone.
+A collector without playbooks or an analyst shows neither; asking its model says why it
+cannot and takes the ask buttons away (with both: test_incident_analysis_view.py)."""
 
 from __future__ import annotations
 
@@ -106,3 +108,32 @@ def test_one_runs_incidents_and_the_open_filter(page: Page, incidents: tuple[str
     expect(view.locator('[data-filter="state"]')).to_have_value("open")
     view.locator('[data-action="all-runs"]').click()
     expect(page.locator('[data-view="incidents"] [data-incident]')).to_have_count(2)
+
+
+def test_without_an_analyst_asking_the_model_says_why_and_the_asks_go(
+    page: Page, incidents: tuple[str, float], page_errors: list[str]
+) -> None:
+    url, _ = incidents
+    view = Dashboard(page, url).open("incidents")
+    card = view.locator('[data-incident][data-run="oom-run"]')
+    expect(card.locator("[data-root-cause]")).to_have_count(1)
+    expect(view.locator("[data-playbook]")).to_have_count(0)  # no playbooks configured
+    expect(view.locator("[data-analysis]")).to_have_count(0)
+    asks = view.locator('[data-action="ask-model"]')
+    expect(asks).to_have_count(2)  # auth off: the page may operate
+    expect(asks.first).to_have_text("Ask the model")
+    with (
+        page.expect_console_message(lambda m: "409" in m.text),
+        page.expect_response(lambda r: r.request.method == "POST") as answered,
+    ):
+        card.locator('[data-action="ask-model"]').click()
+    assert answered.value.url.endswith(
+        f"/alerts/incidents/{card.get_attribute('data-incident')}/analysis"
+    )
+    assert answered.value.status == 409
+    expect(page.locator("#message")).to_have_text(
+        "this collector has no analyst: start it with --analyst URL"
+    )
+    expect(asks).to_have_count(0)
+    # the refusal the browser logs is what this test is about; any other error still fails it
+    page_errors[:] = [e for e in page_errors if "status of 409" not in e]

@@ -4,12 +4,14 @@ silences, actions, audit records, tokens), one action in full, and times as peop
 from __future__ import annotations
 
 import datetime as dt
+import re
 import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from .._text import format_duration, plural
 
@@ -30,6 +32,10 @@ GROUP_FIELDS = ("kind", "severity")
 #: The fields of an audit record's detail that say why: a command's reason, an approval's
 #: comment, a policy's decision, a refused request's error, a failed delivery's errors.
 _WHY = ("reason", "comment", "why", "error", "errors")
+#: How much of the first line of a model's analysis an incident's row shows.
+ANALYSIS_CHARS = 80
+#: Control characters (an escape sequence's start among them), which a terminal would obey.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def titled_table(title: str, columns: Sequence[str]) -> Table:
@@ -114,10 +120,12 @@ def alert_groups_table(groups: Sequence[dict[str, Any]]) -> Table:
 
 
 def incidents_table(incidents: Sequence[dict[str, Any]]) -> Table:
-    """One row per incident: when, its run, its root cause and why, how many alerts."""
+    """One row per incident: when, its run, its root cause and why, how many alerts, the
+    playbooks its root cause requests with their actions' states, and the start of the
+    model's analysis when there is one (``--json`` has all of it)."""
     table = titled_table(
         plural(len(incidents), "incident"),
-        ("since", "run", "root cause", "evidence", "alerts", "open"),
+        ("since", "run", "root cause", "evidence", "alerts", "open", "playbooks", "analysis"),
     )
     for i in incidents:
         cause = i["root_cause"]["alert"]
@@ -129,8 +137,21 @@ def incidents_table(incidents: Sequence[dict[str, Any]]) -> Table:
             "; ".join(i["root_cause"]["evidence"]),
             str(len(i["alerts"])),
             "yes" if i["open"] else "no",
+            ", ".join(f"{p['name']}:{p['status'] or 'not requested'}" for p in i["playbooks"]),
+            _analysis_line(i.get("analysis")),
         )
     return table
+
+
+def _analysis_line(analysis: Mapping[str, Any] | None) -> Text:
+    """``model: first line of its analysis`` (cut at ``ANALYSIS_CHARS``), empty without one;
+    the model wrote it, so it is plain text: no markup of it is read, no control character
+    passes."""
+    if analysis is None:
+        return Text("")
+    first = next(iter(str(analysis["text"]).strip().splitlines()), "")
+    shown = _CONTROL.sub("", textwrap.shorten(first, ANALYSIS_CHARS, placeholder="…"))
+    return Text(f"{analysis['model']}: {shown}")
 
 
 def silences_table(silences: Sequence[dict[str, Any]]) -> Table:
