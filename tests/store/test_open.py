@@ -22,6 +22,7 @@ KEYS = [SeriesKey.of("loss", {"run": "r1"}), SeriesKey.of("gpu.util_pct", {"node
 def test_public_api() -> None:
     assert stepwatch.store.__all__ == [
         "DEFAULT_RETENTION",
+        "MAX_ANALYSIS_CHARS",
         "MAX_PROFILE_BYTES",
         "OPEN_STATES",
         "ActionQuery",
@@ -48,6 +49,7 @@ def test_public_api() -> None:
         "Space",
         "Store",
         "StoreError",
+        "StoredAnalysis",
         "StoredForecast",
         "StoredLaw",
         "TokenRecord",
