@@ -3,11 +3,12 @@
 Run: python bench/logs.py [--lines 10M,50M] [--repeat 15] [--fts] [--bulk-lines 200000]
 
 For each size, lines are generated straight into a store file with one DuckDB INSERT (a
-day of a 64-node, 8-rank run: step lines, a NCCL warning every 1000th, a CUDA OOM every
-100 003rd), then typical searches run through the store's search function (the scan the
-collector uses) and their p50/p99 are printed. ``--fts`` also builds DuckDB's fts index
-(duckdb-extension-fts) and times the source query through it, for comparison. Last, a
-collector is started and sent NDJSON _bulk requests of 1000 lines from 4 threads.
+64-node, 8-rank run, a line every 10 ms: step lines, a NCCL warning every 1000th, a CUDA OOM
+every 100 003rd), then typical searches run through the store's search function (what the
+collector runs for ``POST /api/v1/logs/search``, limit 100) and their p50/p99 are printed.
+``--fts`` also builds DuckDB's fts index (duckdb-extension-fts) and times the source query
+through it, for comparison. Last, a collector is started and sent NDJSON _bulk requests of
+1000 lines from 4 threads.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def _queries(n: int) -> dict[str, tuple[dict[str, Any], int]]:
             0,
         ),  # fmt: skip
         "level warning, newest 100": ({"term": {"level": "warning"}}, 0),
+        "level warning, context 5": ({"term": {"level": "warning"}}, 5),
     }
 
 

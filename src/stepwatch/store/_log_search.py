@@ -5,41 +5,34 @@ Why a scan and no full-text index: measured on 10 M lines (bench/logs.py, docs/l
 DuckDB's fts extension, which must rebuild its whole index (minutes at that size) to see a
 new line; a live collector appends all the time. Label and level tests first look for the
 JSON text the store writes (a substring test) and parse JSON only for the lines that have it.
+
+Why slices: lines are stored in eid order, which is about time order, so the newest lines
+sit in the last row groups. The search reads the newest slice of eids first (the row groups'
+min/max eid skip the rest) and reads on, in a slice sized by the matches found so far, only
+while it has fewer than ``limit`` lines; once it has them, the rest of the table can hold
+only lines newer than the last one kept, which the row groups' min/max time rule out
+without reading them. So the newest 100 of frequent lines read a slice, not the table, and
+a rare line costs one scan as before.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 
 from .._log_query import LogQuery
-from ..model import Event
+from ._log_context import COLUMNS, LogHit, add_context, event_of
 
-__all__ = ["CONTEXT_SPAN_S", "LogHit", "search_logs"]
+__all__ = ["FIRST_SLICE", "LogHit", "search_logs"]
 
-#: Context comes from this many seconds either side of a hit: the bound keeps its cost to the
-#: few row groups of that time (their min/max ts skip the rest).
-CONTEXT_SPAN_S = 300.0
-
-_COLUMNS = "ts, text, labels, data, eid"
-
-
-@dataclass(slots=True)
-class LogHit:
-    """A matching line, its number in the store, and the lines of its stream around it."""
-
-    event: Event
-    eid: int
-    before: list[Event] = field(default_factory=list)
-    after: list[Event] = field(default_factory=list)
-
-
-def _event(row: tuple[object, ...]) -> Event:
-    ts, text, labels, data = row[:4]
-    return Event(float(ts), "log", str(text), json.loads(str(labels)), json.loads(str(data)))  # type: ignore[arg-type]
+#: The first slice the search reads, in events (about two row groups).
+FIRST_SLICE = 1 << 18
+#: The next slice holds this many times the events that the rate of matches so far says the
+#: missing lines need, so that one more slice mostly suffices.
+MARGIN = 2
 
 
 def search_logs(
@@ -59,53 +52,50 @@ def search_logs(
     where, params = query.where(now)
     among = None if runs is None else sorted(runs)
     order = "DESC" if newest_first else "ASC"
-    rows = cur.execute(
-        f"""SELECT {_COLUMNS}, run FROM events
+    sql = f"""SELECT {COLUMNS} FROM events
         WHERE kind = 'log' AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], run))
-          AND ({where})
-        ORDER BY ts {order}, eid {order} LIMIT ?""",
-        [among, among, *params, limit],
-    ).fetchall()
-    hits = [LogHit(_event(row), int(row[4])) for row in rows]
+          AND ({where}) AND {{part}}
+        ORDER BY ts {order}, eid {order} LIMIT ?"""
+
+    def read(part: str, bounds: list[object]) -> list[tuple[Any, ...]]:
+        found = cur.execute(sql.format(part=part), [among, among, *params, *bounds, limit])
+        return found.fetchall()
+
+    first, end = cur.execute("SELECT min(eid), max(eid) + 1 FROM events").fetchone() or (None, 0)
+    lo, hi = (0, 0) if first is None else (int(first), int(end))
+    rows: list[tuple[Any, ...]] = []
+    size, read_events = FIRST_SLICE, 0
+    while lo < hi:
+        if newest_first:
+            part, hi = (max(lo, hi - size), hi), max(lo, hi - size)
+        else:
+            part, lo = (lo, min(hi, lo + size)), min(hi, lo + size)
+        rows = _best(rows + read("eid >= ? AND eid < ?", list(part)), limit, newest_first)
+        read_events += part[1] - part[0]
+        if len(rows) == limit:
+            if lo < hi:
+                # The lines not read yet come first only if they are strictly newer (older)
+                # than the last kept one: on equal times their eids put them after it.
+                rest = "eid < ? AND ts > ?" if newest_first else "eid >= ? AND ts < ?"
+                found = read(rest, [hi if newest_first else lo, rows[-1][0]])
+                rows = _best(rows + found, limit, newest_first)
+            break
+        size = _next_size(read_events, len(rows), limit)
+    hits = [LogHit(event_of(row), int(row[4])) for row in rows]
     if context > 0:
-        for hit, row in zip(hits, rows, strict=True):
-            _add_context(cur, hit, row[5], context)
+        add_context(cur, hits, context)
     return hits
 
 
-def _same_label(name: str, value: str | None, params: list[object]) -> str:
-    """SQL: the line's label ``name`` is ``value`` (absent when None)."""
-    path = f'$."{name}"'
-    if value is None:
-        params.append(path)
-        return "json_extract_string(labels, ?) IS NULL"
-    needle = f"{json.dumps(name)}: {json.dumps(value)}"
-    params.extend([needle, path, value])
-    return "contains(labels, ?) AND json_extract_string(labels, ?) = ?"
+def _next_size(read_events: int, found: int, limit: int) -> int:
+    """Events to read next: ``MARGIN`` times what the lines missing need at the rate found so
+    far; all the rest when none was found (a rare line: one scan, as without slices)."""
+    if found == 0:
+        return 1 << 62
+    return max(FIRST_SLICE, math.ceil(MARGIN * (limit - found) * read_events / found))
 
 
-def _add_context(cur: duckdb.DuckDBPyConnection, hit: LogHit, run: str | None, n: int) -> None:
-    """Fill ``hit.before`` and ``hit.after``: the ``n`` nearest lines of its stream each side."""
-    params: list[object] = [hit.event.ts - CONTEXT_SPAN_S, hit.event.ts + CONTEXT_SPAN_S, run]
-    conditions = [
-        "kind = 'log'",
-        "ts BETWEEN ? AND ?",
-        "run IS NOT DISTINCT FROM ?",
-        _same_label("node", hit.event.labels.get("node"), params),
-        _same_label("rank", hit.event.labels.get("rank"), params),
-    ]
-    stream = " AND ".join(conditions)
-    ts, eid = hit.event.ts, hit.eid
-    rows = cur.execute(
-        f"""(SELECT {_COLUMNS}, 0 AS side FROM events
-            WHERE {stream} AND (ts < ? OR (ts = ? AND eid < ?))
-            ORDER BY ts DESC, eid DESC LIMIT ?)
-        UNION ALL
-        (SELECT {_COLUMNS}, 1 AS side FROM events
-            WHERE {stream} AND (ts > ? OR (ts = ? AND eid > ?))
-            ORDER BY ts, eid LIMIT ?)""",
-        [*params, ts, ts, eid, n, *params, ts, ts, eid, n],
-    ).fetchall()
-    rows.sort(key=lambda r: (r[0], r[4]))
-    hit.before = [_event(r) for r in rows if r[5] == 0]
-    hit.after = [_event(r) for r in rows if r[5] == 1]
+def _best(rows: list[tuple[Any, ...]], limit: int, newest_first: bool) -> list[tuple[Any, ...]]:
+    """The first ``limit`` rows in the search's order: by time, then eid."""
+    rows.sort(key=lambda r: (r[0], r[4]), reverse=newest_first)
+    return rows[:limit]
