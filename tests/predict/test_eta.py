@@ -58,6 +58,21 @@ def test_stalls_are_no_cadence_and_count_at_their_rate() -> None:
     assert got.eta_s == pytest.approx((TOTAL - cut) * STEP_S + evaluations + stalls, rel=0.05)
 
 
+def test_an_evaluation_that_slows_the_next_step_too_is_one_pause() -> None:
+    """Each evaluation also slows the step after it (10 s): one pause of 40 s at the cadence,
+    not a second cadence or stalls."""
+    ts = _times(5)
+    took = np.diff(ts, prepend=0.0)
+    took[EVAL_EVERY + 1 :: EVAL_EVERY] += 10.0
+    ts = np.cumsum(took)
+    cut = TOTAL * 3 // 10
+    got = forecast_eta(np.arange(cut), ts[:cut], TOTAL)
+    assert got is not None
+    assert (got.pauses.period, got.pauses.periodic, got.pauses.other) == (EVAL_EVERY, 2, 0)
+    assert got.pauses.periodic_s == pytest.approx(EVAL_S + 10.0, rel=0.05)
+    assert got.eta_s == pytest.approx(ts[-1] - ts[cut - 1], rel=0.03)
+
+
 def test_a_restart_redoes_steps_and_the_last_time_of_each_counts() -> None:
     ts = _times(5)
     steps = np.r_[np.arange(1000), np.arange(900, 1500)]  # died at 999, resumed from 900

@@ -74,8 +74,8 @@ def forecast_eta(steps: np.ndarray, ts: np.ndarray, planned_total_steps: int) ->
     productive = per_step[~pause]
     pace = productive[-_PACE_STEPS:]
     left = total - 1 - int(step[-1])
-    extra = (per_step - float(np.median(pace)))[pause]
-    pauses, on = _classify(step[1:][pause], extra, int(step[0]), int(step[-1]))
+    at, extra = _events(step[1:], per_step - float(np.median(pace)), pause)
+    pauses, on = _classify(at, extra, int(step[0]), int(step[-1]))
     rng = np.random.default_rng(0)
     draws = _draws(productive, pace, left, rng) + _pauses_ahead(
         pauses, extra[on], extra[~on], int(step[-1]), total, len(step), rng
@@ -97,6 +97,17 @@ def _last_per_step(steps: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.nd
     s, t = s[last], t[last]
     monotone = np.maximum.accumulate(t) if len(t) else t
     return s, monotone
+
+
+def _events(
+    step: np.ndarray, extra: np.ndarray, pause: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pauses as events: the first step of each run of consecutive paused steps, and the time
+    they took together over the pace. An evaluation often slows the step after it as well
+    (its memory given back, caches cold): one pause, which recurs as one."""
+    at, over = step[pause], extra[pause]
+    starts = np.r_[True, np.diff(at) > 1] if len(at) else np.zeros(0, bool)
+    return at[starts], np.add.reduceat(over, np.flatnonzero(starts)) if len(at) else over
 
 
 def is_pause(took: np.ndarray, reference: np.ndarray) -> np.ndarray:
