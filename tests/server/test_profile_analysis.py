@@ -12,36 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from _profiles import cpu_trace
 
 from stepwatch.server import _profile_analysis
 from stepwatch.server._profile_analysis import MAX_SPANS, analyse_profile
 from stepwatch.trace import analyse_trace
 
 T0 = 1_780_000_000.0
-
-
-def cpu_trace(path: Path, width: int = 64) -> Path:
-    """Profile two training steps of a small model on the CPU (one of warm-up before them) with
-    torch.profiler's schedule, as ``stepwatch.torch.profile`` does, and export the trace."""
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, 1))  # fmt: skip
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(16, 32), torch.randn(16, 1)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as prof:
-        for _ in range(4):
-            optimizer.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            optimizer.step()
-            prof.step()
-    return path
 
 
 def upload(api: httpx.Client, run: str, trace: bytes, rank: str = "0") -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import gzip
 import re
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from _profiles import cpu_trace
 from playwright.sync_api import Page, expect
 
 from .conftest import Dashboard
@@ -24,30 +24,6 @@ _INKED = """wrap => {
     for (let i = 3; i < data.length; i += 4) if (data[i] > 0) n += 1;
     return n;
 }"""
-
-
-def cpu_trace(path: Path, width: int) -> bytes:
-    """Two steps of a small model on the CPU under torch.profiler's schedule, gzip-compressed
-    as ``stepwatch.torch.profile`` uploads them."""
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, 1))  # fmt: skip
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(16, 32), torch.randn(16, 1)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as prof:
-        for _ in range(4):
-            optimizer.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            optimizer.step()
-            prof.step()
-    return gzip.compress(path.read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +46,7 @@ def profiled(
         for rank, width in ((0, 64), (1, 256)):
             made = api.post(
                 f"/api/v1/runs/{run}/profiles", params={"steps": 2, "first_step": 1, "rank": rank},
-                content=cpu_trace(home / f"rank{rank}.json", width),
+                content=gzip.compress(cpu_trace(home / f"rank{rank}.json", width).read_bytes()),
                 headers={"Content-Type": "application/gzip"},
             )  # fmt: skip
             assert made.status_code == 201, made.text
