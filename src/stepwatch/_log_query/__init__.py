@@ -16,7 +16,7 @@ matches nothing, so ``must_not`` keeps the line.
 """
 
 from ._errors import QueryError
-from ._parse import parse_query, with_filters
+from ._parse import parse_query, plain_filters, with_filters
 from ._tree import LogQuery
 
-__all__ = ["LogQuery", "QueryError", "parse_query", "with_filters"]
+__all__ = ["LogQuery", "QueryError", "parse_query", "plain_filters", "with_filters"]

@@ -236,6 +236,33 @@ def _bound(given: object, op: str, millis: bool, where: str) -> _Bound:
     return _Bound(op, given, millis, round_up)
 
 
+def plain_filters(
+    *,
+    q: str | None = None,
+    regex: str | None = None,
+    run: str | None = None,
+    node: str | None = None,
+    rank: str | None = None,
+    level: str | None = None,
+    start: float | None = None,
+    end: float | None = None,
+) -> list[dict[str, Any]]:
+    """Plain search fields as bool ``filter`` clauses (None: not filtered): the phrase ``q``
+    anywhere in the line ignoring case, a pattern, exact labels, a level and a time range."""
+    out: list[dict[str, Any]] = []
+    if q:
+        out.append({"match_phrase": {"message": q}})
+    if regex:
+        out.append({"regexp": {"message": regex}})
+    for name, value in (("run", run), ("node", node), ("rank", rank), ("level", level)):
+        if value is not None:
+            out.append({"term": {name: value}})
+    if start is not None or end is not None:
+        bounds = {"gte": start} if start is not None else {}
+        out.append({"range": {"ts": bounds | ({"lte": end} if end is not None else {})}})
+    return out
+
+
 def with_filters(query: LogQuery | None, filters: Sequence[Mapping[str, Any]]) -> LogQuery:
     """``query`` (all lines when None) further limited by ``filters`` (bool ``filter`` clauses
     in the same form): how the search API adds its plain fields to a query."""

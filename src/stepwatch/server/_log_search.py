@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from .._log_query import LogQuery, QueryError, parse_query, with_filters
+from .._log_query import LogQuery, QueryError, parse_query, plain_filters, with_filters
 from ..detect.rules import SEVERITIES
 from ..model import Event
 from ..store import LogHit
@@ -58,18 +58,9 @@ class RuleIn(SearchIn):
 
 def _filters(s: SearchIn, *, with_time: bool) -> list[dict[str, Any]]:
     """The plain fields as bool ``filter`` clauses."""
-    out: list[dict[str, Any]] = []
-    if s.q:
-        out.append({"match_phrase": {"message": s.q}})
-    if s.regex:
-        out.append({"regexp": {"message": s.regex}})
-    for name in ("run", "node", "rank", "level"):
-        if (value := getattr(s, name)) is not None:
-            out.append({"term": {name: value}})
-    if with_time and (s.start is not None or s.end is not None):
-        bounds = {"gte": s.start} if s.start is not None else {}
-        out.append({"range": {"ts": bounds | ({"lte": s.end} if s.end is not None else {})}})
-    return out
+    start, end = (s.start, s.end) if with_time else (None, None)
+    return plain_filters(q=s.q, regex=s.regex, run=s.run, node=s.node, rank=s.rank,
+                         level=s.level, start=start, end=end)  # fmt: skip
 
 
 def _query(s: SearchIn, *, with_time: bool = True) -> LogQuery:

@@ -8,19 +8,17 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import duckdb
 
 from .. import __version__
 from .._encryption import EncryptionKey
-from .._log_query import LogQuery
+from .._log_query import LogQuery, plain_filters, with_filters
 from ..model import Event, RecordBatch, Run, RunStatus, SampleBatch
 from . import (
     _checkpoints,
     _compact,
     _encryption,
-    _logs,
     _prune,
     _query,
     _records,
@@ -38,7 +36,6 @@ from ._footprint import Footprint
 from ._forecasts import Forecasts
 from ._ingest import prepare, write
 from ._log_search import LogHit, search_logs
-from ._logs import LogFilter
 from ._profiles import Profiles
 from ._pruner import Pruner, StoreAccess
 from ._records import ChainCheck, Head
@@ -366,11 +363,26 @@ class Store(SeriesQueries):
         with self._txn() as cur:
             return _records.verify(cur)
 
-    def logs(self, **where: Any) -> list[Event]:
-        """The newest log events passing the filter (``LogFilter``'s fields), oldest first."""
-        chosen = LogFilter(**where)
-        with self._txn() as cur:
-            return _logs.logs(cur, chosen)
+    def logs(
+        self,
+        *,
+        run: str | None = None,
+        runs: Collection[str] | None = None,
+        text: str | None = None,
+        node: str | None = None,
+        rank: str | None = None,
+        level: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int = 500,
+    ) -> list[Event]:
+        """The newest ``limit`` log lines holding ``text`` (ignoring case) and passing the
+        filters, oldest first; ``runs`` keeps only lines of those runs. A search of those
+        fields, which reads the newest lines first: the cost does not grow with the history."""
+        found = plain_filters(q=text, run=run, node=node, rank=rank, level=level, start=start,
+                              end=end)  # fmt: skip
+        hits = self.search_logs(with_filters(None, found), runs=runs, limit=limit)
+        return [hit.event for hit in reversed(hits)]
 
     def search_logs(
         self,
