@@ -228,7 +228,8 @@ class Remediation:
     def for_incident(self, kind: str, alert_ids: Collection[str]) -> list[IncidentPlaybook]:
         """The playbooks of an incident whose root cause is of ``kind``, with the actions its
         alerts ``alert_ids`` filed (for the incidents' API and their notifications)."""
-        return incident_playbooks(self.playbooks, self.actions(), kind, alert_ids)
+        entries = self.playbooks.triggered_by(kind)  # most kinds trigger none: no actions read
+        return incident_playbooks(entries, self.actions(), alert_ids) if entries else []
 
     # ---- the runner thread --------------------------------------------------------------
 

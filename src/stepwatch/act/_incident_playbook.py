@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._actions import Action
-from ._playbook_file import Playbooks
+from ._playbook import Playbook
 
 __all__ = ["IncidentPlaybook", "PlaybooksOf", "incident_playbooks", "no_playbooks"]
 
@@ -53,17 +53,17 @@ def no_playbooks(kind: str, alert_ids: Collection[str]) -> list[IncidentPlaybook
 
 
 def incident_playbooks(
-    playbooks: Playbooks, actions: Iterable[Action], kind: str, alert_ids: Collection[str]
+    entries: Sequence[Playbook], actions: Iterable[Action], alert_ids: Collection[str]
 ) -> list[IncidentPlaybook]:
-    """Each entry an alert of ``kind`` triggers, with the newest action (``actions`` come
-    newest first) that one of the alerts ``alert_ids`` filed for it."""
+    """Each of ``entries`` (those the root cause's kind triggers), with the newest action
+    (``actions`` come newest first) that one of the alerts ``alert_ids`` filed for it."""
     ids = set(alert_ids)
     filed: dict[str, Action] = {}
     for action in actions:
         if action.alert_id in ids:
             filed.setdefault(action.playbook, action)
     out = []
-    for entry in playbooks.triggered_by(kind):
+    for entry in entries:
         found = filed.get(entry.name)
         if found is None:
             out.append(IncidentPlaybook(entry.name, entry.description))

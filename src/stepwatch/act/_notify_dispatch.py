@@ -199,7 +199,8 @@ class Dispatch:
                 self._heard[str(key)] = [(list(f), list(e), back(float(at))) for f, e, at in heard]
             for listed in state.get("incidents", []):  # none in a checkpoint of an older version
                 alerts = [alert_of(a) for a in listed]
-                self._incidents.held[alerts[0].id] = AlertIncident(alerts[0].run, alerts)
+                incident = AlertIncident(alerts[0].run, alerts)
+                self._incidents.held[incident.id] = incident
             self._incidents.open.update({str(k): str(v) for k, v in state.get("open", {}).items()})
         return gone
 

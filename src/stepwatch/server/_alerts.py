@@ -16,6 +16,7 @@ from ..model import Event
 from ..store import AlertQuery, AlertRow, AlertStates
 from ._alert_stream import alert_json
 from ._analysis_api import with_analyses
+from ._analyst import GROUPED
 from ._auth import Operator, Reader
 from ._detection import ACK_EVENT, Detection, live_alert
 from ._errors import ApiError
@@ -27,7 +28,6 @@ from ._scope import Scope
 __all__ = ["alerts_router"]
 
 #: How many alerts ``/groups`` groups at most (the newest).
-GROUPED = 10_000
 
 
 class AckIn(BaseModel):
@@ -157,7 +157,7 @@ class _Alerts:
             playbooks = self.detection.remediation.for_incident(ranked[0].alert.kind, ids)
             listed.append(
                 {
-                    "id": incident.alerts[0].id,
+                    "id": incident.id,
                     "run": incident.run,
                     "start": incident.start,
                     "last": incident.last,

@@ -29,13 +29,13 @@ from ..store import ActionQuery, AlertQuery, AlertRow, Store, StoredAnalysis
 from ._alert_stream import alert_json
 from ._detection import live_alert
 
-__all__ = ["Analyst", "find_incident"]
+__all__ = ["GROUPED", "Analyst", "find_incident"]
 
 log = logging.getLogger("stepwatch.server")
 
 Incident = AlertIncident[AlertRow]
 
-#: Alerts a pass groups into incidents (the newest), as the incidents list does.
+#: Alerts grouped into incidents (the newest): by a pass, and by the incidents and groups lists.
 GROUPED = 10_000
 #: Incidents analysed in one pass at most; the others wait for the next.
 MAX_PER_PASS = 4
@@ -67,7 +67,7 @@ def find_incident(store: Store, incident_id: str) -> Incident | None:
     if row is None:
         return None
     rows = store.current.alerts(AlertQuery("all", row.run), None, GROUPED).items
-    return next((i for i in incidents(_live(rows)) if i.alerts[0].id == incident_id), None)
+    return next((i for i in incidents(_live(rows)) if i.id == incident_id), None)
 
 
 def _ranges(store: Store, run: str, start: float, end: float) -> dict[str, list[float]]:
@@ -116,7 +116,7 @@ def _context(store: Store, incident: Incident, playbooks: Playbooks) -> Incident
             for c in store.current.commands(run)[-RECENT:]
         ]
     return IncidentContext(
-        incident.alerts[0].id, run, start, last, alerts, causes, metrics, logs, actions,
+        incident.id, run, start, last, alerts, causes, metrics, logs, actions,
         commands, [(p.name, p.description) for p in playbooks],
     )  # fmt: skip
 
@@ -188,7 +188,7 @@ class Analyst:
         if self._behind():
             log.debug("ingest is behind: incidents are analysed at the next pass")
             return 0
-        due = list({i.alerts[0].id: i for i in self._taken() + self._firing()}.values())
+        due = list({i.id: i for i in self._taken() + self._firing()}.values())
         for incident in due[:MAX_PER_PASS]:
             if self._worker.stopping:
                 break
@@ -209,10 +209,10 @@ class Analyst:
         (a fault's symptoms join within seconds: they are in the question), newest first."""
         rows = self._store.current.alerts(AlertQuery("all"), None, GROUPED).items
         found = [i for i in incidents(_live(rows)) if any(a.open for a in i.alerts)][::-1]
-        kept = self._store.analyses.of_incidents([i.alerts[0].id for i in found])
-        due = [i for i in found if self._due(kept.get(i.alerts[0].id))]
-        seen, self._seen = self._seen, {i.alerts[0].id: len(i.alerts) for i in due}
-        return [i for i in due if seen.get(i.alerts[0].id) == len(i.alerts)]
+        kept = self._store.analyses.of_incidents([i.id for i in found])
+        due = [i for i in found if self._due(kept.get(i.id))]
+        seen, self._seen = self._seen, {i.id: len(i.alerts) for i in due}
+        return [i for i in due if seen.get(i.id) == len(i.alerts)]
 
     def _due(self, kept: StoredAnalysis | None) -> bool:
         if kept is None:
@@ -223,7 +223,7 @@ class Analyst:
 
     def _analyse(self, incident: Incident) -> None:
         """Ask about one incident and keep the answer, or count the failed try."""
-        incident_id, run, model = incident.alerts[0].id, incident.run, self.config.model
+        incident_id, run, model = incident.id, incident.run, self.config.model
         messages = prompt(_context(self._store, incident, self._playbooks))
         try:
             text = ask(self.config, messages)

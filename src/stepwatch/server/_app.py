@@ -161,10 +161,15 @@ def create_app(
         options.disk_cap,
         interval_s=options.upkeep_interval_s,
     )
+
+    def ingest_behind() -> bool:
+        """Whether ingest is behind: the background workers then wait (ingest comes first)."""
+        return writer.queued[0] > options.max_queued_rows // 4
+
     forecasts = ForecastWorker(
         store,
         options.forecast_interval_s,
-        behind=lambda: writer.queued[0] > options.max_queued_rows // 4,  # ingest comes first
+        behind=ingest_behind,
         clock=clock,
     )
     analyst = None
@@ -174,7 +179,7 @@ def create_app(
             options.analyst,
             detection.remediation.playbooks,
             clock=clock,
-            behind=lambda: writer.queued[0] > options.max_queued_rows // 4,
+            behind=ingest_behind,
         )
     notifications = Notifications(
         notify, detection.live, detection.log.record, clock, scope.project_of,

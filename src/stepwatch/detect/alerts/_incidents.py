@@ -14,7 +14,7 @@ node's before the run's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Reversible, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -163,11 +163,11 @@ def incidents(alerts: Iterable[A], window_s: float = WINDOW_S) -> list[AlertInci
 
 
 def joins(
-    alert: A, held: Iterable[AlertIncident[A]], window_s: float = WINDOW_S
+    alert: A, held: Reversible[AlertIncident[A]], window_s: float = WINDOW_S
 ) -> AlertIncident[A] | None:
     """The incident of ``held`` (oldest first) that ``alert`` joins, the newest it fits; None
     when it begins an incident of its own. ``incidents`` and the notifier both decide by it."""
-    return next((i for i in reversed(list(held)) if i.fits(alert, window_s)), None)
+    return next((i for i in reversed(held) if i.fits(alert, window_s)), None)
 
 
 def root_kinds(found: Sequence[AlertIncident[A]]) -> list[str]:
