@@ -44,11 +44,13 @@ def search_logs(
     limit: int,
     context: int = 0,
     newest_first: bool = True,
+    end_eid: int | None = None,
 ) -> list[LogHit]:
     """The first ``limit`` log lines matching ``query`` by time (newest first unless not
     ``newest_first``), each with up to ``context`` lines before and after it of the same run,
     node and rank. ``runs`` keeps only lines of those runs (a caller's projects); None: every
-    line, of no run too. ``now`` resolves the query's date math."""
+    line, of no run too. ``now`` resolves the query's date math. ``end_eid``: the eid after the
+    last event, where the caller keeps it (else found by a scan of the eids)."""
     where, params = query.where(now)
     among = None if runs is None else sorted(runs)
     order = "DESC" if newest_first else "ASC"
@@ -61,8 +63,11 @@ def search_logs(
         found = cur.execute(sql.format(part=part), [among, among, *params, *bounds, limit])
         return found.fetchall()
 
-    first, end = cur.execute("SELECT min(eid), max(eid) + 1 FROM events").fetchone() or (None, 0)
-    lo, hi = (0, 0) if first is None else (int(first), int(end))
+    if end_eid is not None:  # the slices below the first event are skipped by their min/max
+        lo, hi = 0, end_eid
+    else:
+        span = cur.execute("SELECT min(eid), max(eid) + 1 FROM events").fetchone()
+        lo, hi = (0, 0) if span is None or span[0] is None else (int(span[0]), int(span[1]))
     rows: list[tuple[Any, ...]] = []
     size, read_events = FIRST_SLICE, 0
     while lo < hi:

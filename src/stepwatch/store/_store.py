@@ -401,7 +401,7 @@ class Store(SeriesQueries):
         with self._txn() as cur:
             return search_logs(
                 cur, query, now=at, runs=runs, limit=limit, context=context,
-                newest_first=newest_first,
+                newest_first=newest_first, end_eid=self._next_eid,
             )  # fmt: skip
 
     def run_summaries(
