@@ -72,6 +72,7 @@ def test_the_analysis_is_stepwatch_trace_s_with_the_step_s_spans(
     assert (step["depth"], step["start_us"], step["dur_us"]) == (0, 0, dur)
     addmm = [s for s in spans if s["name"] == "aten::addmm"]
     assert addmm and all(s["depth"] >= 1 and s["cat"] == "cpu_op" for s in addmm)
+    assert {s["kind"] for s in addmm} == {"cpu"} and step["kind"] == "step"
     assert {s["row"] for s in spans} <= set(range(len(timeline["rows"])))
     assert all(r["kind"] == "cpu" for r in timeline["rows"])
 

@@ -132,3 +132,19 @@ def test_kernels_overlapping_on_several_streams_are_counted_once() -> None:
     assert b.idle == pytest.approx(0.0)
     assert report.overlap is not None
     assert report.overlap.share == pytest.approx(30 / 80)
+
+
+def test_a_timeline_span_is_named_by_the_analysis_rules() -> None:
+    """The trace view colours spans by these kinds: RCCL's kernels are communication as NCCL's
+    are, a CPU copy op is a memory copy, a launch is the runtime."""
+    from stepwatch.trace import span_kind
+
+    assert span_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "kernel") == "comm"
+    assert span_kind("rcclKernel_AllReduce", "kernel") == "comm"
+    assert span_kind("nccl:all_reduce", "user_annotation") == "comm"
+    assert span_kind("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy") == "memcpy"
+    assert span_kind("aten::copy_", "cpu_op") == "memcpy"
+    assert span_kind("ampere_sgemm_128x64_tn", "kernel") == "kernel"
+    assert span_kind("ProfilerStep#3", "user_annotation") == "step"
+    assert span_kind("cudaLaunchKernel", "cuda_runtime") == "runtime"
+    assert span_kind("aten::addmm", "cpu_op") == "cpu"

@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ..trace import TraceError, TraceFile, analyse_events
+from ..trace import TraceError, TraceFile, analyse_events, span_kind
 from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
@@ -184,8 +184,9 @@ def _timeline(
         for _, event, at, dur, cut in sorted(by_row[key], key=lambda s: (s[2], -s[3])):
             while stack and stack[-1] <= at:
                 stack.pop()
+            name, cat = str(event.get("name", "")), _cat(event)
             span = {
-                "name": str(event.get("name", "")), "cat": _cat(event),
+                "name": name, "cat": cat, "kind": span_kind(name, cat),
                 "row": index, "tid": key[1], "start_us": round(at, 3),
                 "dur_us": round(dur, 3), "depth": len(stack),
             }  # fmt: skip

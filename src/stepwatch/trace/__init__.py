@@ -6,6 +6,7 @@ ranks of one job against each other."""
 from ._advice import advise
 from ._analysis import analyse_events, analyse_trace
 from ._compare import Comparison, OpDelta, RankSkew, compare_ranks, compare_traces
+from ._names import span_kind
 from ._reader import TraceError, TraceFile
 from ._report import Advice, Breakdown, CpuSide, Launches, OpStat, Overlap, TraceReport
 
@@ -27,4 +28,5 @@ __all__ = [
     "analyse_trace",
     "compare_ranks",
     "compare_traces",
+    "span_kind",
 ]

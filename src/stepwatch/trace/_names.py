@@ -14,6 +14,7 @@ __all__ = [
     "is_comm_op",
     "is_launch",
     "is_memcpy_op",
+    "span_kind",
 ]
 
 #: CPU-side collectives: the c10d ops, the backends' own annotations, the comms record.
@@ -77,6 +78,22 @@ def is_comm_kernel(name: str) -> bool:
 def is_memcpy_op(name: str) -> bool:
     """A CPU op that copies memory (the CPU timeline's memcpy)."""
     return name in _MEMCPY_OP
+
+
+def span_kind(name: str, cat: str) -> str:
+    """What a span of a timeline is, by the same rules as the analysis: comm, memcpy, kernel,
+    step (an annotation), runtime, python or cpu."""
+    if is_comm_op(name) or is_comm_kernel(name):
+        return "comm"
+    if cat in ("gpu_memcpy", "gpu_memset") or (cat == "cpu_op" and is_memcpy_op(name)):
+        return "memcpy"
+    if cat == "kernel":
+        return "kernel"
+    if cat in ("user_annotation", "gpu_user_annotation"):
+        return "step"
+    if cat in ("cuda_runtime", "cuda_driver"):
+        return "runtime"
+    return "python" if cat == "python_function" else "cpu"
 
 
 def is_launch(name: str) -> bool:

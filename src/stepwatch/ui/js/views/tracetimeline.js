@@ -11,8 +11,6 @@ const AXIS = 22;
 const GAP = 6;
 // Lanes drawn per row at most (deeper spans go in the last one).
 const MAX_LANES = 24;
-const COMM = /^(?:_?c10d(?:_functional)?::|gloo:|nccl:|record_param_comms$)|nccl/i;
-const MEMCPY = /memcpy|memset|^aten::(?:copy_|to|_to_copy|clone|contiguous)$/i;
 
 // Microseconds as people read them: 850 µs, 12.3 ms, 1.25 s.
 export function fmtUs(us) {
@@ -23,7 +21,8 @@ export function fmtUs(us) {
   return Number(us.toPrecision(3)) + " µs";
 }
 
-// What a span is, for its colour and the legend.
+// What a span is (its `kind`, which the collector names by the analysis' own rules), for its
+// colour and the legend.
 export const KINDS = [
   { key: "step", label: "step / annotation", color: "--c8" },
   { key: "cpu", label: "CPU operator", color: "--c0" },
@@ -33,17 +32,6 @@ export const KINDS = [
   { key: "memcpy", label: "memory copy", color: "--c4" },
   { key: "comm", label: "communication", color: "--c1" },
 ];
-
-function kindOf(span) {
-  if (COMM.test(span.name)) return "comm";
-  const cat = span.cat;
-  if (cat === "gpu_memcpy" || cat === "gpu_memset" || (cat === "cpu_op" && MEMCPY.test(span.name))) return "memcpy";
-  if (cat === "kernel") return "kernel";
-  if (cat === "user_annotation" || cat === "gpu_user_annotation") return "step";
-  if (cat === "cuda_runtime" || cat === "cuda_driver") return "runtime";
-  if (cat === "python_function") return "python";
-  return "cpu";
-}
 
 // A time range shared by timelines: {start, end} in µs from the step's start; listeners redraw.
 export function timeScale(durUs) {
@@ -79,7 +67,7 @@ function layout(timeline) {
     const row = rows[s.row];
     if (!row) continue;
     const lane = Math.min(s.depth, MAX_LANES - 1);
-    row.spans.push({ s, lane, kind: kindOf(s) });
+    row.spans.push({ s, lane, kind: s.kind });
     row.lanes = Math.max(row.lanes, lane + 1);
   }
   let y = AXIS;
