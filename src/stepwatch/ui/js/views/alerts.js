@@ -16,7 +16,8 @@ function summary(a) {
   return (a.annotations && (a.annotations.summary || a.annotations.description)) || a.rule || a.kind;
 }
 
-function entity(labels) {
+// Where an alert fired: its node, rank and GPU labels, or the run as a whole.
+export function entity(labels) {
   return ["node", "rank", "gpu"].filter((k) => labels && labels[k] !== undefined).map((k) => k + "=" + labels[k]).join(" ") || "run";
 }
 

@@ -9,15 +9,11 @@
 import { api, ApiError, qs, serves } from "../api.js";
 import { can } from "../session.js";
 import { el, fmtClock, fmtDuration, fmtTime } from "../util.js";
+import { entity } from "./alerts.js";
 
 const PATH = "/alerts/incidents";
 const STATES = ["all", "open"];
 const EVERY_MS = 10000;
-
-// Where an alert fired: its node, rank and GPU labels, or the run as a whole.
-export function entity(labels) {
-  return ["node", "rank", "gpu"].filter((k) => labels && labels[k] !== undefined).map((k) => k + "=" + labels[k]).join(" ") || "run";
-}
 
 const kindOf = (a) => a.kind || a.rule;
 const began = (a) => a.since || a.ts;
