@@ -38,10 +38,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from stepwatch.trace import TraceFile, analyse_trace
+from stepwatch.trace import TraceFile, analyse_events
 
 _GPU_CATS = frozenset(("kernel", "gpu_memcpy", "gpu_memset"))
 #: Launch delays: launch call's end to kernel's start, as HTA's kernel launch stats have it.
@@ -117,8 +118,13 @@ def trace_files(args: list[str]) -> list[Path]:
 
 
 def stepwatch_figures(path: Path, top: int) -> dict[str, Any]:
-    """stepwatch's figures for one trace, in the shape of HTA's (microseconds)."""
-    r = analyse_trace(path)
+    """stepwatch's figures for one trace, in the shape of HTA's (microseconds), from one
+    read of it: the kernel span is taken from the events on their way to the analysis."""
+    span = KernelSpan()
+    with TraceFile(path) as trace:
+        # The file's metadata fills in as its events are read, so it is whole by the time
+        # the analysis, having taken the last event, makes its report.
+        r = analyse_events(span.watch(trace.events()), trace.metadata, str(path))
     b = r.breakdown
     busy = b.compute + b.comm + b.memcpy
     return {
@@ -129,7 +135,7 @@ def stepwatch_figures(path: Path, top: int) -> dict[str, Any]:
         "memcpy_us": b.memcpy * 1e6,
         "idle_us": b.idle * 1e6,
         "busy_us": busy * 1e6,
-        "kernel_span_us": kernel_span_us(path),
+        "kernel_span_us": span.us,
         "overlap": r.overlap.share if r.overlap else None,
         "kernels": [[k.name, k.self_us, k.calls] for k in r.kernels[:top]],
         "launch": [
@@ -143,16 +149,23 @@ def stepwatch_figures(path: Path, top: int) -> dict[str, Any]:
     }
 
 
-def kernel_span_us(path: Path) -> float | None:
+class KernelSpan:
     """From the first GPU activity's start to the last one's end: the span HTA measures
-    idle time in (stepwatch's spans the steps)."""
-    first, last = float("inf"), -float("inf")
-    with TraceFile(path) as trace:
-        for e in trace.events():
+    idle time in (stepwatch's spans the steps), noted as ``watch`` passes the events on."""
+
+    def __init__(self) -> None:
+        self.first, self.last = float("inf"), -float("inf")
+
+    def watch(self, events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for e in events:
             if e.get("ph") == "X" and e.get("cat") in _GPU_CATS:
-                first = min(first, float(e["ts"]))
-                last = max(last, float(e["ts"]) + float(e.get("dur", 0)))
-    return last - first if last > first else None
+                self.first = min(self.first, float(e["ts"]))
+                self.last = max(self.last, float(e["ts"]) + float(e.get("dur", 0)))
+            yield e
+
+    @property
+    def us(self) -> float | None:
+        return self.last - self.first if self.last > self.first else None
 
 
 def hta_figures(python: str, paths: list[Path], top: int) -> dict[str, dict[str, Any]] | str:

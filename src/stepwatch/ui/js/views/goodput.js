@@ -1,6 +1,7 @@
 // Where a run's wall time went, as the forecast's goodput says: one stacked horizontal bar for
 // the run and one per node, productive time beside each kind of badput, with a legend giving
-// the run's seconds and share of each, and each segment's on hover.
+// the run's seconds and share of each, and each segment's on hover. The stacked bar itself
+// (shares) draws the trace view's breakdown too.
 
 import { el, fmtDuration } from "../util.js";
 
@@ -15,22 +16,37 @@ export const BUCKETS = [
   { key: "lost_s", label: "lost to restarts", cls: "gp-lost" },
 ];
 
-const share = (s, wall) => (wall > 0 ? (100 * s) / wall : 0);
-const says = (b, s, wall) => b.label + ": " + fmtDuration(s) + " (" + share(s, wall).toFixed(1) + " %)";
+// Parts of a whole as a stacked bar: parts {key, label, cls (its colour)} with their seconds
+// in values[key], of `total` seconds, written by `fmt`; `attr` is the data attribute naming a
+// part on its segment and legend line. share(s): s as a percentage of the total; says(part):
+// its time and share; bar(label): a segment per part with time in it, as wide as its share,
+// says() on hover, `label` read aloud; legend(): a line per part.
+export function shares(parts, values, total, fmt, attr) {
+  const seconds = (p) => values[p.key] || 0;
+  const share = (s) => (total > 0 ? (100 * s) / total : 0);
+  const says = (p) => p.label + ": " + fmt(seconds(p)) + " (" + share(seconds(p)).toFixed(1) + " %)";
+  const segment = (p) => el("span", { class: "gp-seg " + p.cls, dataset: { [attr]: p.key, seconds: String(seconds(p)) }, title: says(p), style: `width:${share(seconds(p)).toFixed(2)}%` });
+  return {
+    share,
+    says,
+    bar: (label) => el("div", { class: "gp-bar", role: "img", "aria-label": label }, parts.filter((p) => seconds(p) > 0).map(segment)),
+    legend: () => el("ul", { class: "gp-legend" }, parts.map((p) => el("li", { dataset: { [attr]: p.key } }, el("span", { class: "gp-swatch " + p.cls }), says(p)))),
+  };
+}
 
-// One bar: a segment per bucket with time in it, its width the bucket's share of the wall time.
+// A goodput answer's buckets, as shares of its wall time.
+const spentShares = (spent) => shares(BUCKETS, spent, spent.wall_s || 0, fmtDuration, "bucket");
+
+// One bar, named, with its productive share beside it.
 function bar(name, spent) {
-  const wall = spent.wall_s || 0;
-  const parts = BUCKETS.filter((b) => (spent[b.key] || 0) > 0).map((b) =>
-    el("span", { class: "gp-seg " + b.cls, dataset: { bucket: b.key, seconds: String(spent[b.key]) }, title: says(b, spent[b.key], wall), style: `width:${share(spent[b.key], wall).toFixed(2)}%` }),
-  );
-  const good = share(spent.productive_s || 0, wall);
+  const split = spentShares(spent);
+  const good = split.share(spent.productive_s || 0);
   return el(
     "div",
     { class: "gp-row", dataset: { goodput: name } },
     el("span", { class: "gp-name", text: name }),
-    el("div", { class: "gp-bar", role: "img", "aria-label": name + ": " + good.toFixed(0) + " % productive" }, parts),
-    el("span", { class: "gp-share muted", text: good.toFixed(0) + " % of " + fmtDuration(wall) }),
+    split.bar(name + ": " + good.toFixed(0) + " % productive"),
+    el("span", { class: "gp-share muted", text: good.toFixed(0) + " % of " + fmtDuration(spent.wall_s || 0) }),
   );
 }
 
@@ -45,13 +61,8 @@ export function goodputPanel(parent) {
         body.replaceChildren(el("p", { class: "empty", text: "Not known yet: it takes two steps." }));
         return;
       }
-      const legend = el(
-        "ul",
-        { class: "gp-legend" },
-        BUCKETS.map((b) => el("li", { dataset: { bucket: b.key } }, el("span", { class: "gp-swatch " + b.cls }), says(b, spent[b.key] || 0, spent.wall_s || 0))),
-      );
       const nodes = Object.entries(byNode || {}).map(([node, s]) => bar(node, s));
-      body.replaceChildren(bar("run", spent), ...nodes, legend);
+      body.replaceChildren(bar("run", spent), ...nodes, spentShares(spent).legend());
     },
   };
 }

@@ -39,8 +39,10 @@ export function downloadLink(runId, p) {
   return el("a", { href: downloadUrl(runId, p.id), download: `${runId}-${p.id}.json.gz`, dataset: { action: "download-profile" }, title: "gzip Chrome trace: open it in ui.perfetto.dev or chrome://tracing" }, "download for Perfetto");
 }
 
-// The table of a run's traces; `open(p)` is the hash link of a trace's view.
-export function profileTable(runId, list, open) {
+// The run's traces as a table, each linked to its view (or, with none, how to get one).
+export function profileList(runId, list) {
+  if (!list.length) return el("p", { class: "empty" }, "No profiler traces of this run: ", el("code", { text: "stepwatch profile " + runId }), " asks a run under stepwatch.torch.control for one.");
+  const open = (p) => "#/trace?" + new URLSearchParams({ run: runId, profile: p.id }).toString();
   const rows = list.map((p) =>
     el(
       "tr",
@@ -129,16 +131,11 @@ export function profilesPanel(parent, ctx) {
   const body = el("div", {}, el("p", { class: "empty", text: "Asking the collector…" }));
   const panel = el("div", { class: "panel", dataset: { profiles: "" } }, el("h3", { text: "Profiles" }));
   let at = 0;
-  const open = (p) => "#/trace?" + new URLSearchParams({ run: ctx.run.id, profile: p.id }).toString();
   async function relist() {
     at = Date.now();
     const list = (await listProfiles(ctx.run.id, ctx.signal)) || [];
     if (ctx.signal.aborted) return;
-    body.replaceChildren(
-      list.length
-        ? profileTable(ctx.run.id, list, open)
-        : el("p", { class: "empty" }, "No profiler traces of this run: ", el("code", { text: "stepwatch profile " + ctx.run.id }), " asks a run under stepwatch.torch.control for one."),
-    );
+    body.replaceChildren(profileList(ctx.run.id, list));
   }
   if (ctx.run.status === "running" && can("operate")) panel.append(profileControl(ctx, relist));
   panel.append(body);

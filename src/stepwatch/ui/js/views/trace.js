@@ -4,7 +4,8 @@
 // same time scale. Without a trace chosen, the run's traces to pick from.
 
 import { el, fmtNum } from "../util.js";
-import { analysis, downloadLink, listProfiles, profileLabel, profileTable, rankOf, stepsOf } from "./profiles.js";
+import { shares } from "./goodput.js";
+import { analysis, downloadLink, listProfiles, profileLabel, profileList, rankOf, stepsOf } from "./profiles.js";
 import { KINDS, drawTimeline, fmtUs, timeScale } from "./tracetimeline.js";
 
 // Operator rows shown before "show all".
@@ -28,20 +29,15 @@ const pct = (x) => (100 * x).toFixed(1) + " %";
 // Where the time went: a segment per part, its width the part's share of the capacity (the
 // span on every GPU, or on the training thread).
 function breakdownBar(a, id) {
-  const b = a.breakdown;
   const capacity = (a.span_s || 0) * Math.max(a.devices || 0, 1);
-  const share = (s) => (capacity > 0 ? s / capacity : 0);
-  const says = (p) => p.label + ": " + fmtUs((b[p.key] || 0) * 1e6) + " (" + pct(share(b[p.key] || 0)) + ")";
-  const segments = PARTS.filter((p) => (b[p.key] || 0) > 0).map((p) =>
-    el("span", { class: "gp-seg " + p.cls, dataset: { part: p.key, seconds: String(b[p.key]) }, title: says(p), style: `width:${(100 * share(b[p.key])).toFixed(2)}%` }),
-  );
+  const split = shares(PARTS, a.breakdown, capacity, (s) => fmtUs(s * 1e6), "part");
   const where = a.basis === "gpu" ? `on ${a.devices} GPU${a.devices === 1 ? "" : "s"}` : "on the training thread (no GPU events: the CPU basis)";
   return el(
     "div",
     { class: "trace-breakdown", dataset: { breakdown: id, basis: a.basis } },
     el("div", { class: "muted", text: `Time ${where}, over ${fmtUs((a.span_s || 0) * 1e6)} (${a.steps} profiled step${a.steps === 1 ? "" : "s"})` }),
-    el("div", { class: "gp-bar", role: "img", "aria-label": PARTS.map(says).join(", ") }, segments),
-    el("ul", { class: "gp-legend" }, PARTS.map((p) => el("li", { dataset: { part: p.key } }, el("span", { class: "gp-swatch " + p.cls }), says(p)))),
+    split.bar(PARTS.map(split.says).join(", ")),
+    split.legend(),
   );
 }
 
@@ -140,15 +136,11 @@ export async function render(root, ctx) {
   const runId = ctx.run.id;
   const list = (await listProfiles(runId, ctx.signal)) || [];
   root.append(el("h2", { text: "Trace · " + (ctx.run.name || runId) }));
-  const open = (x) => "#/trace?" + new URLSearchParams({ run: runId, profile: x.id }).toString();
   const chosen = list.find((x) => x.id === p.profile);
   if (!chosen) {
     if (p.profile) root.append(el("p", { class: "empty", text: `Run ${runId} has no trace ${p.profile} (the oldest are dropped).` }));
-    root.append(
-      list.length
-        ? el("div", { class: "panel", dataset: { profiles: "" } }, el("h3", { text: "Pick a trace" }), profileTable(runId, list, open))
-        : el("p", { class: "empty" }, "No profiler traces of this run: ", el("code", { text: "stepwatch profile " + runId }), " asks a run under stepwatch.torch.control for one."),
-    );
+    const traces = profileList(runId, list);
+    root.append(list.length ? el("div", { class: "panel", dataset: { profiles: "" } }, el("h3", { text: "Pick a trace" }), traces) : traces);
     return {};
   }
   const others = list.filter((x) => x.id !== chosen.id);
