@@ -89,3 +89,17 @@ def test_the_momentum_is_the_one_whose_laws_foretold_the_runs_best(momentum: flo
     finally:
         MOMENTUM = saved
     assert prior is not None and prior.momentum == momentum
+
+
+def test_the_level_is_read_from_the_later_half_alone_whatever_the_earlier_misfit() -> None:
+    """Points of the earlier half far under the law (an early transient) move neither the
+    level nor its interval: the forecast is the law at the later half's level."""
+    prior = ProjectLaw(LAW, MOMENTUM, 5, (0.001,) * 6)
+    schedule, _, truth = _curve("constant", 3000, seed=0, level=0.05)
+    s1, s2 = lr_areas(schedule.lr(np.arange(3000)), MOMENTUM)
+    seen = np.arange(900)
+    loss = LAW.loss(s1[seen], s2[seen]) + np.where(seen < 450, -0.1, 0.05)
+    got = forecast_final_loss(seen, loss, 3000, schedule=schedule, prior=prior)
+    assert got is not None and got.project_runs == 5
+    assert got.p10 <= truth <= got.p90
+    assert abs(got.p50 / truth - 1) < 0.002

@@ -15,13 +15,13 @@ only its own level from its points, not the law's curvature from the first part 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ._loss_law import LossLaw, Shape
 from ._points import FINAL_WINDOW, areas, buckets, per_step
-from ._project_law import ProjectLaw, shifted
+from ._project_law import ProjectLaw, later_half, shifted
 from ._resample import resample_blocks
 from ._schedule import LrSchedule
 
@@ -148,18 +148,21 @@ class _Seen:
         fits = [areas(path, prior.momentum) for path in self.paths]
         s1, s2, y = fits[0][0][self.x], fits[0][1][self.x], self.y
         level = shifted(prior.law, s1, s2, y)
-        late = slice(len(y) // 2, None)  # where the level is taken and the early transient over
+        late = later_half(len(y))
         misfit = float(np.mean((level.loss(s1, s2) - y)[late] ** 2))
         best = float(np.mean((LossLaw.fit(s1, s2, y).loss(s1, s2) - y)[late] ** 2))
         if misfit > PRIOR_MISFIT**2 * best:
             return None
-        residual, fitted = y - level.loss(s1, s2), level.loss(s1, s2)
+        # the level's uncertainty: the mean of the points it was read from, resampled (the
+        # earlier points' misfit to the law is no part of it)
+        residual = (y - level.loss(s1, s2))[late]
         spread = prior.spread(self.window.at / self.window.total)
         reach = (ahead - ahead[0]) / max(1, ahead[-1] - ahead[0])  # 0 now, 1 at the plan's end
         finals: list[float] = []
         curves: list[np.ndarray] = []
         for _ in range(_DRAWS):
-            law = shifted(level, s1, s2, fitted + resample_blocks(residual, _BLOCK, rng))
+            moved = float(np.mean(resample_blocks(residual, _BLOCK, rng)))
+            law = replace(level, l0=level.l0 + moved)
             off = rng.normal(0.0, spread)
             finals.extend(self.window.mean(law, a1, a2) * (1 + off) for a1, a2 in fits)
             curves.extend(law.loss(a1[ahead], a2[ahead]) * (1 + off * reach) for a1, a2 in fits)

@@ -16,7 +16,7 @@ import numpy as np
 from ._loss_law import LossLaw
 from ._points import FINAL_WINDOW, areas, buckets, per_step
 
-__all__ = ["FinishedCurve", "ProjectLaw", "fit_project_law", "shifted"]
+__all__ = ["FinishedCurve", "ProjectLaw", "fit_project_law", "later_half", "shifted"]
 
 #: Where each finished run is cut to measure how far the law's forecasts land from its end
 #: (shares of its planned steps).
@@ -67,10 +67,15 @@ class ProjectLaw:
         return float(np.interp(share, SPREAD_CUTS, self.spreads))
 
 
+def later_half(points: int) -> slice:
+    """Where a run's own level is read: the later half of its points, its early transient over."""
+    return slice(points // 2, None)
+
+
 def shifted(law: LossLaw, s1: np.ndarray, s2: np.ndarray, loss: np.ndarray) -> LossLaw:
     """``law`` moved up or down to the level of the later half of ``loss`` (at these areas):
-    a run's own level, where its early transient is over."""
-    late = slice(len(loss) // 2, None)
+    a run's own level."""
+    late = later_half(len(loss))
     off = float(np.mean(loss[late] - law.loss(s1[late], s2[late])))
     return LossLaw(law.l0 + off, law.a, law.alpha, law.c)
 
