@@ -175,7 +175,7 @@ class CommandPoller:
         if reply.status >= 400:
             if reply.status in (401, 403):
                 raise AuthError(f"the collector refused the token ({reply.status})")
-            if reply.status >= 500 or reply.status in (408, 429):
+            if reply.retryable:
                 raise TransportError(f"the collector answered {reply.status}")
             return  # the run is not registered yet (404): nothing to do
         for doc in reply.body.get("value", []):
@@ -203,7 +203,7 @@ class CommandPoller:
                 "step": item.step,
             } | ({} if item.rank is None else {"rank": item.rank})
             reply = self._client.post_json(f"{self._path}/{item.command.id}/ack", body)
-            if reply.status >= 500 or reply.status in (408, 429):
+            if reply.retryable:
                 raise TransportError(f"the collector answered {reply.status}")
             if reply.status >= 400:
                 log.warning(

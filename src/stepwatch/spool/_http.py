@@ -33,6 +33,11 @@ class Response:
     status: int
     body: dict[str, Any]
 
+    @property
+    def retryable(self) -> bool:
+        """A 5xx, 408 or 429: the collector may take the same request later, so keep it."""
+        return self.status >= 500 or self.status in (408, 429)
+
 
 def _connector(context: ssl.SSLContext | None) -> Connect:
     """The default ``Connect``: ``http.client``, with ``context`` for https."""

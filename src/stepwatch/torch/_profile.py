@@ -33,8 +33,8 @@ log = logging.getLogger("stepwatch.torch")
 
 #: How long an upload is tried again while the collector cannot take it yet.
 UPLOAD_FOR_S = 60.0
-#: Answers that may change: the run's record is on its way (404), too many requests.
-_LATER = frozenset({404, 408, 429})
+#: Besides a retryable answer, one that may change: the run's record is on its way.
+_NOT_YET = 404
 
 
 class Profile:
@@ -122,7 +122,7 @@ class Profile:
                     return
                 if answer is not None:
                     why = f"{answer.status}: {answer.body.get('error', '')}"
-                again = answer is None or answer.status in _LATER or answer.status >= 500
+                again = answer is None or answer.retryable or answer.status == _NOT_YET
                 if not again or time.monotonic() >= deadline:
                     break
                 time.sleep(backoff.next())
