@@ -3,6 +3,7 @@ breakdown, overlap, kernels, launches and each kind of advice."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,17 @@ def test_ranks_metadata_from_the_file(tmp_path: Path) -> None:
         "compute": pytest.approx(200e-6), "comm": pytest.approx(150e-6),
         "memcpy": pytest.approx(70e-6), "idle": pytest.approx(180e-6),
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_bytes_and_a_file_object_are_analysed_as_the_path_is(
+    tmp_path: Path, compress: bool
+) -> None:
+    path = write_trace(tmp_path / "r.json", STEP, distributedInfo={"rank": 3, "world_size": 8})
+    if compress:
+        path.write_bytes(gzip.compress(path.read_bytes()))
+    expected = analyse_trace(path, chunk_chars=64).to_json()
+    from_bytes = analyse_trace(path.read_bytes(), chunk_chars=64, name=str(path)).to_json()
+    with path.open("rb") as file:
+        from_file = analyse_trace(file, chunk_chars=64, name=str(path)).to_json()
+    assert from_bytes == from_file == expected

@@ -58,3 +58,25 @@ def test_broken_files_are_refused(tmp_path: Path, text: str, what: str) -> None:
     path.write_text(text)
     with TraceFile(path) as trace, pytest.raises(TraceError, match=what):
         list(trace.events())
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_bytes_are_read_as_the_file_is_and_errors_say_the_name_given(compress: bool) -> None:
+    text = json.dumps(TRACE).encode()
+    with TraceFile(gzip.compress(text) if compress else text, chunk_chars=7) as trace:
+        assert list(trace.events()) == TRACE["traceEvents"]
+    broken = b'{"traceEvents": [{"ph": "X"} {"ph": "X"}]}'
+    with (
+        TraceFile(gzip.compress(broken) if compress else broken, name="r/p1") as trace,
+        pytest.raises(TraceError, match=r"^r/p1: not a Chrome/Kineto trace"),
+    ):
+        list(trace.events())
+
+
+def test_a_file_object_given_is_left_open(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(TRACE).encode()))
+    with path.open("rb") as file:
+        with TraceFile(file) as trace:
+            assert list(trace.events()) == TRACE["traceEvents"]
+        assert not file.closed

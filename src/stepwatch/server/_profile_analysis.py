@@ -1,9 +1,9 @@
 """A kept trace analysed for the dashboard's trace view: the object `stepwatch trace --json`
 prints, plus the spans of one profiled step per thread and GPU stream for its timeline.
 
-The trace is streamed from its gzip bytes (written to a temporary file, read a chunk at a
-time), never loaded whole: one pass analyses it and finds the first complete profiled step
-(``ProfilerStep#N``), a second keeps the longest spans of that step (at most ``MAX_SPANS``).
+The trace is streamed from its gzip bytes (decompressed a chunk at a time), never parsed
+whole: one pass analyses it and finds the first complete profiled step (``ProfilerStep#N``),
+a second keeps the longest spans of that step (at most ``MAX_SPANS``).
 Answers are kept per profile in a small LRU, so opening a trace again costs nothing.
 """
 
@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import tempfile
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from fastapi import APIRouter
 
-from ..trace import TraceError, TraceFile, analyse_events, span_kind
+from .._recent import Recent
+from ..trace import TraceFile, analyse_events, span_kind
 from ._auth import Reader
 from ._errors import ApiError
 from ._jsonio import JSON, clean
@@ -42,20 +41,14 @@ _Key = tuple[str, str]
 def analyse_profile(trace: bytes, path: str = "") -> dict[str, Any]:
     """The analysis of a gzip (or plain) Chrome/Kineto trace: ``stepwatch trace --json``'s
     object, and ``timeline``: the spans of the first complete profiled step."""
-    with tempfile.NamedTemporaryFile(prefix="stepwatch-trace-", suffix=".json.gz") as tmp:
-        tmp.write(trace)
-        tmp.flush()
-        seen = _Survey()
-        try:
-            with TraceFile(tmp.name) as first:
-                report = analyse_events(seen.watch(first.events()), first.metadata, path)
-            window = seen.window()
-            spans = _Spans(*window[:2]) if window is not None else None
-            if spans is not None:
-                with TraceFile(tmp.name) as second:
-                    spans.feed(second.events())
-        except TraceError as exc:  # named after the trace, not the temporary file
-            raise TraceError(str(exc).replace(tmp.name, path or "the trace")) from None
+    seen = _Survey()
+    with TraceFile(trace, name=path) as first:
+        report = analyse_events(seen.watch(first.events()), first.metadata, path)
+    window = seen.window()
+    spans = _Spans(*window[:2]) if window is not None else None
+    if spans is not None:
+        with TraceFile(trace, name=path) as second:
+            spans.feed(second.events())
     out: dict[str, Any] = clean(report.to_json())
     out["timeline"] = _timeline(window, spans, seen.names)
     return out
@@ -213,44 +206,12 @@ def _natural(text: str) -> tuple[int, float, str]:
         return (1, 0.0, text)
 
 
-class _Cache:
-    """The last ``size`` analyses, by (run, profile); one analysis runs at a time (each
-    reads a whole trace), and a second asker of the same one waits for it."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        self._size = size
-        self._kept: OrderedDict[_Key, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._work = threading.Lock()
-
-    def get(self, key: _Key) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-            return found
-
-    def get_or_make(self, key: _Key, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The kept answer of ``key``, else ``make()``'s, kept."""
-        found = self.get(key)
-        if found is not None:
-            return found
-        with self._work:
-            found = self.get(key)
-            if found is None:
-                found = make()
-                with self._lock:
-                    self._kept[key] = found
-                    while len(self._kept) > self._size:
-                        self._kept.popitem(last=False)
-            return found
-
-
 def profile_analysis_router(scope: Scope, cache_size: int = CACHE_SIZE) -> APIRouter:
     """The analysis route of a run's kept traces over ``scope``'s store."""
     router = APIRouter(prefix="/api/v1/runs/{run_id}/profiles")
     profiles = scope.store.profiles
-    cache = _Cache(cache_size)
+    cache: Recent[_Key, dict[str, Any]] = Recent(cache_size)
+    work = threading.Lock()  # one analysis at a time: each reads a whole trace
 
     @router.get("/{profile_id}/analysis")
     def analysis(who: Reader, run_id: str, profile_id: str) -> JSON:
@@ -274,7 +235,14 @@ def profile_analysis_router(scope: Scope, cache_size: int = CACHE_SIZE) -> APIRo
                 # an event of a shape no profiler writes: the upload took it unparsed
                 raise ApiError(400, f"the trace cannot be analysed: {exc}") from None
 
-        found = cache.get_or_make((run_id, profile_id), make)
+        key = (run_id, profile_id)
+        found = cache.get(key)
+        if found is None:
+            with work:  # a second asker of the same trace waits for the first one's answer
+                found = cache.get(key)
+                if found is None:
+                    found = make()
+                    cache.put(key, found)
         return JSON({**found, "profile": info.as_dict()})
 
     return router

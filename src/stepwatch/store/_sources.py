@@ -9,43 +9,20 @@ stay exact for a source silent for months, and memory no longer grows with every
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import duckdb
 
-__all__ = ["DEFAULT_SOURCE_LIMIT", "Recent", "SourceBook"]
+from .._recent import Recent
+
+__all__ = ["DEFAULT_SOURCE_LIMIT", "SourceBook"]
 
 #: Sources whose seq and owner are kept in memory (each a few hundred bytes).
 DEFAULT_SOURCE_LIMIT = 10_000
 
-V = TypeVar("V")
 Cursor = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
-
-
-class Recent(Generic[V]):
-    """The ``limit`` most recently used entries of a table keyed by source."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._items: OrderedDict[str, V] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, source: str) -> V | None:
-        value = self._items.get(source)
-        if value is not None:
-            self._items.move_to_end(source)
-        return value
-
-    def put(self, source: str, value: V) -> None:
-        self._items[source] = value
-        self._items.move_to_end(source)
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
 
 
 class SourceBook:
@@ -57,8 +34,8 @@ class SourceBook:
 
     def __init__(self, txn: Cursor, limit: int = DEFAULT_SOURCE_LIMIT) -> None:
         self._cursor = txn
-        self.last_seqs: Recent[int] = Recent(limit)
-        self.owners: Recent[str] = Recent(limit)
+        self.last_seqs: Recent[str, int] = Recent(limit)
+        self.owners: Recent[str, str] = Recent(limit)
 
     def load(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Fill memory at open with up to ``limit`` of each (whichever the tables list first)."""

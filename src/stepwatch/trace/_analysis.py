@@ -8,12 +8,11 @@ import random
 from array import array
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ._advice import advise
 from ._names import is_comm_exec, is_comm_kernel, is_comm_op, is_launch, is_memcpy_op
-from ._reader import TraceFile
+from ._reader import TraceFile, TraceSource
 from ._report import Breakdown, CpuSide, Launches, OpStat, Overlap, TraceReport
 from ._timeline import Reorder, SelfTimes, Table, Timeline
 
@@ -39,12 +38,15 @@ _MAX_PENDING_LAUNCHES = 65_536
 _DELAY_SAMPLE = 4096
 
 
-def analyse_trace(path: str | Path, chunk_chars: int = 1 << 20) -> TraceReport:
-    """Analyse a Chrome/Kineto trace file (plain or gzip), streamed."""
-    with TraceFile(path, chunk_chars) as trace:
+def analyse_trace(
+    source: TraceSource, chunk_chars: int = 1 << 20, name: str | None = None
+) -> TraceReport:
+    """Analyse a Chrome/Kineto trace (plain or gzip), streamed from a path, bytes or a file
+    object; ``name`` (as ``TraceFile``'s) is the report's path."""
+    with TraceFile(source, chunk_chars, name) as trace:
         analysis = _Analysis()
         analysis.feed(trace.events())
-        return analysis.report(str(path), trace.metadata)
+        return analysis.report(trace.name, trace.metadata)
 
 
 def analyse_events(

@@ -5,13 +5,18 @@ gigabyte is read in a few megabytes)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-__all__ = ["TraceError", "TraceFile"]
+__all__ = ["TraceError", "TraceFile", "TraceSource"]
+
+#: Where a trace is read from: a path, its bytes (gzip or plain) or a binary file object.
+TraceSource = str | Path | bytes | io.BufferedIOBase | io.RawIOBase
 
 _WS = re.compile(r"[ \t\n\r]*")
 #: A value that is still incomplete past this many characters is a broken file, not a big one.
@@ -28,14 +33,21 @@ class TraceFile:
     top-level keys besides ``traceEvents`` (complete once the events are read, since Kineto
     writes some after them).
 
-    Use as a context manager; ``chunk_chars`` is how much is read at a time.
+    ``source`` is a path, the trace's bytes or a binary file object (read from where it
+    stands, left open: its owner closes it); ``name`` is what errors call the trace (default:
+    the path, else "the trace"). Use as a context manager; ``chunk_chars`` is how much is read
+    at a time.
     """
 
-    def __init__(self, path: str | Path, chunk_chars: int = 1 << 20) -> None:
-        self.path = Path(path)
+    def __init__(
+        self, source: TraceSource, chunk_chars: int = 1 << 20, name: str | None = None
+    ) -> None:
+        self.name = name or (str(source) if isinstance(source, str | Path) else "the trace")
         self.metadata: dict[str, Any] = {}
         self._chunk = chunk_chars
-        self._stream = _open_text(self.path)
+        with ExitStack() as opening:  # closed here only if opening fails
+            self._stream = _open_text(source, opening)
+            self._opened = opening.pop_all()
         self._buf = ""
         self._pos = 0
         self._eof = False
@@ -48,7 +60,7 @@ class TraceFile:
         self.close()
 
     def close(self) -> None:
-        self._stream.close()
+        self._opened.close()
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Every event of the file, in file order: a Chrome JSON object's ``traceEvents``, or
@@ -132,13 +144,25 @@ class TraceFile:
 
     def _error(self, what: str) -> TraceError:
         near = self._buf[self._pos : self._pos + 40]
-        return TraceError(f"{self.path}: not a Chrome/Kineto trace: {what} (near {near!r})")
+        return TraceError(f"{self.name}: not a Chrome/Kineto trace: {what} (near {near!r})")
 
 
-def _open_text(path: Path) -> IO[str]:
-    """The file as text, gunzipped when it is gzip (by its magic bytes, not its name)."""
-    with open(path, "rb") as head:
-        magic = head.read(2)
-    if magic == _GZIP_MAGIC:
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115  (closed by the TraceFile)
+def _open_text(source: TraceSource, opened: ExitStack) -> io.TextIOWrapper:
+    """The trace as text, gunzipped when it is gzip (by its magic bytes, not its name); what
+    is opened here is closed by ``opened``, which leaves a file object given open."""
+    if isinstance(source, bytes):
+        raw: io.BufferedIOBase | io.RawIOBase = io.BytesIO(source)
+    elif isinstance(source, str | Path):
+        raw = opened.enter_context(open(source, "rb", buffering=0))
+    else:
+        raw = source
+    buffered = io.BufferedReader(raw)  # peek: the magic bytes stay in the stream
+    opened.callback(buffered.detach)
+    text: io.TextIOWrapper
+    if buffered.peek(2)[:2] == _GZIP_MAGIC:
+        gunzipped = opened.enter_context(gzip.GzipFile(fileobj=buffered))
+        text = io.TextIOWrapper(gunzipped, encoding="utf-8")
+    else:
+        text = io.TextIOWrapper(buffered, encoding="utf-8")
+    opened.callback(text.detach)
+    return text
