@@ -3,12 +3,12 @@ events table and in memory over one event."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+from .._event_json import json_member
 from .._regex import Regex, compile_regex
 from ._dates import date_math
 
@@ -45,10 +45,9 @@ class _Field:
         writes it), cheap to test before parsing JSON; None where there is none."""
         if self.kind not in ("level", "label") or not value.isascii():
             return None
-        key = "level" if self.kind == "level" else self.name
-        return (
-            "data" if self.kind == "level" else "labels"
-        ), f"{json.dumps(key)}: {json.dumps(value)}"
+        if self.kind == "level":
+            return "data", json_member("level", value)
+        return "labels", json_member(self.name, value)
 
 
 class _Line(Protocol):

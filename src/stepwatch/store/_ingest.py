@@ -8,7 +8,6 @@ runs in ``prepare``, before any write, so a failure leaves the store untouched;
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from .._event_json import event_json
 from ..model import NO_STEP, Event, RecordBatch, SampleBatch, SeriesKey, check_producer_batch
 from . import _state
 from ._catalogue import Catalogue, NewSeries
@@ -70,8 +70,8 @@ def event_row(event: Event) -> tuple[object, ...]:
         str(event.kind),
         str(event.text),
         event.labels.get("run"),
-        json.dumps(event.labels, sort_keys=True),
-        json.dumps(event.data, sort_keys=True),
+        event_json(event.labels),
+        event_json(event.data),
     )
 
 

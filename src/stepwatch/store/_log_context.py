@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from .._event_json import json_member
 from ..model import Event
 
 __all__ = ["CLUSTERS", "COLUMNS", "CONTEXT_SPAN_S", "LogHit", "add_context", "event_of"]
@@ -75,7 +76,7 @@ def add_context(cur: duckdb.DuckDBPyConnection, hits: Sequence[LogHit], n: int) 
 def _needles(hit: LogHit) -> tuple[str, ...]:
     """The JSON text of the hit's node and rank labels as the store writes them."""
     labels = hit.event.labels
-    return tuple(f"{json.dumps(k)}: {json.dumps(labels[k])}" for k in _LABELS if k in labels)
+    return tuple(json_member(k, labels[k]) for k in _LABELS if k in labels)
 
 
 def _scan(
