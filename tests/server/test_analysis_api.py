@@ -161,6 +161,11 @@ def test_without_an_analyst_nothing_is_sent(live_factory: LiveFactory, tmp_path:
             }  # fmt: skip
             asked = api.post(f"/api/v1/alerts/incidents/{incident['id']}/analysis")
             assert asked.status_code == 409 and "--analyst" in asked.json()["error"]
+            # an alert of the incident, but not its first: no incident begins with it
+            (second,) = _poll(lambda: [a["id"] for i in _incidents(api) for a in i["alerts"][1:]])
+            for method in ("GET", "POST"):
+                got = api.request(method, f"/api/v1/alerts/incidents/{second}/analysis")
+                assert got.status_code == 404 and "unknown incident" in got.json()["error"]
             assert "stepwatch_incident_analyses" not in api.get("/metrics").text
         assert "stepwatch-analyst" not in {t.name for t in threading.enumerate()}
     assert model.asked == []

@@ -6,6 +6,7 @@ and nothing is ever requested or run."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,10 @@ import pytest
 from _chat_model import chat_model
 
 from stepwatch.act import AnalystConfig, Playbooks, parse_playbooks
+from stepwatch.detect import AlertIncident
 from stepwatch.model import NO_STEP, Event, RecordBatch, SampleBatch, SeriesKey
 from stepwatch.server._analyst import MAX_ASKED, MAX_TRIES, RETRY_AFTER_S, Analyst, find_incident
-from stepwatch.store import Store
+from stepwatch.store import AlertRow, Store
 
 T0 = 1_780_000_000.0
 KEY = "sk-never-shown-77"
@@ -121,27 +123,33 @@ def test_a_failed_try_is_retried_later_a_few_times_then_given_up(store: Store) -
     assert analyst.outcomes == {"http_error": MAX_TRIES}
 
 
+def _found(store: Store, incident_id: str) -> AlertIncident[AlertRow]:
+    found = find_incident(store, incident_id)
+    assert found is not None
+    return found
+
+
 def test_a_person_s_ask_is_answered_for_any_incident(store: Store) -> None:
     with chat_model("A spike.") as model:
         analyst = _analyst(store, model.url, Clock())
         analyst.tick()
         analyst.tick()  # the firing one
-        assert analyst.ask("old1") and analyst.asked("old1")
-        assert analyst.ask("nan1")  # an alert, but not the first of its incident
+        assert analyst.ask(_found(store, "old1")) and analyst.asked("old1")
         assert analyst.tick() == 1
         assert not analyst.asked("old1")
-        assert analyst.ask("oom1")  # again, though it has its analysis
+        assert analyst.ask(_found(store, "oom1"))  # again, though it has its analysis
         assert analyst.tick() == 1
     assert len(model.asked) == 3 and "loss_spike" in model.asked[1].prompt
     assert store.analyses.get("old1").done  # type: ignore[union-attr]
     assert store.analyses.get("oom1").tries == 2  # type: ignore[union-attr]
-    assert store.analyses.get("nan1") is None
 
 
 def test_asks_wait_within_their_bound(store: Store) -> None:
     analyst = _analyst(store, "http://127.0.0.1:9/v1", Clock())
-    assert all(analyst.ask(f"id{i}") for i in range(MAX_ASKED))
-    assert analyst.ask("id0") and not analyst.ask("one-too-many")
+    first = _found(store, "oom1").alerts[0]
+    asks = [AlertIncident(first.run, [replace(first, id=f"id{i}")]) for i in range(MAX_ASKED + 1)]
+    assert all(analyst.ask(incident) for incident in asks[:-1])
+    assert analyst.ask(asks[0]) and not analyst.ask(asks[-1])
 
 
 def test_a_pass_waits_while_ingest_is_behind(store: Store) -> None:

@@ -38,6 +38,11 @@ def with_analyses(store: Store, listed: Sequence[dict[str, Any]]) -> Sequence[di
     return listed
 
 
+def _unknown(incident_id: str) -> ApiError:
+    """The answer to an id the caller sees no incident of, whether or not there is one."""
+    return ApiError(404, f"unknown incident {incident_id!r}")
+
+
 class _Analysis:
     """The analysis routes over the store's analyses and the collector's analyst (None:
     none configured); each method is one route."""
@@ -45,23 +50,22 @@ class _Analysis:
     def __init__(self, analyst: Analyst | None, scope: Scope) -> None:
         self.analyst, self.scope = analyst, scope
 
-    def _incident(self, who: Identity, incident_id: str) -> None:
-        """404, as for an unknown id, unless the caller sees an incident of this id."""
-        incident = find_incident(self.scope.store, incident_id)
-        if incident is None or not self.scope.sees(who, incident.alerts[0].labels):
-            raise ApiError(404, f"unknown incident {incident_id!r}")
-
     def get(self, who: Reader, incident_id: str) -> JSON:
         """The incident's analysis (``analysis``: null while there is none), whether one is
         under way (``state``: done, asked, failed or none) and the failed tries so far."""
-        self._incident(who, incident_id)
+        # An incident's id is its first alert's, whose labels say whose it is: no grouping.
+        row = self.scope.store.current.alert(incident_id)
+        if row is None or not self.scope.sees(who, row.labels):
+            raise _unknown(incident_id)
         kept = self.scope.store.analyses.get(incident_id)
         if self.analyst is not None and self.analyst.asked(incident_id):
             state = "asked"
-        elif kept is None:
-            state = "none"
-        else:
+        elif kept is not None:
             state = "done" if kept.done else "failed"
+        elif find_incident(self.scope.store, incident_id) is None:
+            raise _unknown(incident_id)  # never analysed: only grouping tells it is an incident
+        else:
+            state = "none"
         return JSON(
             {
                 "incident": incident_id,
@@ -78,10 +82,12 @@ class _Analysis:
         return await run_in_threadpool(self._ask, who, incident_id)
 
     def _ask(self, who: Identity, incident_id: str) -> JSON:
-        self._incident(who, incident_id)
+        incident = find_incident(self.scope.store, incident_id)
+        if incident is None or not self.scope.sees(who, incident.alerts[0].labels):
+            raise _unknown(incident_id)
         if self.analyst is None:
             raise ApiError(409, "this collector has no analyst: start it with --analyst URL")
-        if not self.analyst.ask(incident_id):
+        if not self.analyst.ask(incident):
             raise ApiError(503, "too many incidents wait for the analyst: ask again later")
         log.info("%s asked the analyst about incident %s", who.actor, incident_id)
         return JSON({"incident": incident_id, "state": "asked"}, status_code=202)

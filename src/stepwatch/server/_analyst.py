@@ -145,7 +145,8 @@ class Analyst:
         self.config, self._store, self._playbooks = config, store, playbooks
         self._clock, self._behind = clock, behind
         self._lock = threading.Lock()
-        self._asked: dict[str, None] = {}  # insertion-ordered: the first asked goes first
+        #: The incidents people asked about, as grouped when asked; the first asked goes first.
+        self._asked: dict[str, Incident] = {}
         self._seen: dict[str, int] = {}  # the due incidents of the last pass: their alerts
         #: Analyses by outcome: ``ok`` or why a try failed (``AnalystError.reason``).
         self.outcomes: Counter[str] = Counter()
@@ -168,13 +169,13 @@ class Analyst:
         if not self._worker.join(STOP_WAIT_S):
             log.warning("stopped without the analyst's answer under way")
 
-    def ask(self, incident_id: str) -> bool:
-        """Analyse the incident (again) at the next pass, which starts now; False when too many
-        wait already."""
+    def ask(self, incident: Incident) -> bool:
+        """Analyse ``incident`` (again) at the next pass, which starts now; False when too many
+        wait already. The asker found it (``find_incident``): the pass need not group again."""
         with self._lock:
-            if incident_id not in self._asked and len(self._asked) >= MAX_ASKED:
+            if incident.id not in self._asked and len(self._asked) >= MAX_ASKED:
                 return False
-            self._asked[incident_id] = None
+            self._asked[incident.id] = incident
         self._worker.wake()
         return True
 
@@ -198,11 +199,10 @@ class Analyst:
     def _taken(self) -> list[Incident]:
         """The incidents people asked about, taken off the list (up to a pass's worth)."""
         with self._lock:
-            ids = list(self._asked)[:MAX_PER_PASS]
-            for incident_id in ids:
-                del self._asked[incident_id]
-        found = (find_incident(self._store, incident_id) for incident_id in ids)
-        return [i for i in found if i is not None]
+            taken = list(self._asked.values())[:MAX_PER_PASS]
+            for incident in taken:
+                del self._asked[incident.id]
+        return taken
 
     def _firing(self) -> list[Incident]:
         """The incidents with an alert open and tries left that the last pass saw as they are
