@@ -56,7 +56,7 @@ STRAGGLER = _label(
 )
 NODE_DOWN = _label("node_down", {"node": "node2"}, 600, 3000, deadline=720)
 NAN = _label("nonfinite", {}, 300, 310, deadline=360)
-PRESSURE = _label("gpu_memory_pressure", {"node": "node1", "gpu": 3}, 2000, 3000)
+PRESSURE = _label("gpu_memory_pressure", {"node": "node1", "gpu": 3}, 4000, 5000)
 OOM_LINE = _label("log_oom", {"node": "node1"}, 2500, 2560)
 
 CASES = [
@@ -113,11 +113,11 @@ CASES = [
     Case("alerts of another run are not scored", [THERMAL],
          [_alert("gpu_thermal", 280, run="other", node="node1", gpu=3)], 0, 0, 0, 0),
     Case("a forecast within its lead before its fault is true and finds no label", [PRESSURE],
-         [_alert("forecast_oom", 200, node="node1", gpu=3)], 0, 0, 1, 1),
+         [_alert("forecast_oom", 400, node="node1", gpu=3)], 0, 0, 1, 1),
     Case("a forecast while its fault is under way is true", [PRESSURE],
-         [_alert("forecast_oom", 2900, node="node1", gpu=3)], 0, 0, 1, 1),
+         [_alert("forecast_oom", 4900, node="node1", gpu=3)], 0, 0, 1, 1),
     Case("a forecast longer than its lead before its fault is false", [PRESSURE],
-         [_alert("forecast_oom", 199, node="node1", gpu=3)], 0, 0, 1, 0),
+         [_alert("forecast_oom", 399, node="node1", gpu=3)], 0, 0, 1, 0),
     Case("a forecast on another GPU is false", [PRESSURE],
          [_alert("forecast_oom", 1000, node="node1", gpu=2)], 0, 0, 1, 0),
     Case("a forecast of another fault is false", [PRESSURE],
@@ -129,7 +129,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_scoring_rules(case: Case) -> None:
-    result = score(case.alerts, [_scenario(*case.labels)])
+    result = score(case.alerts, [_scenario(*case.labels, hours=2.0)])
     total = result.total
     assert (total.found, total.timely) == (case.found, case.timely)
     assert (total.incidents, total.true_incidents) == (case.incidents, case.true)

@@ -61,7 +61,7 @@ class Precursor:
 #: place scoring (and bench/detect.py, which hands other scorers the faults' kinds only) learns
 #: them; a forecast finds no label of its own, so it adds to no kind's recall.
 PRECURSORS: dict[str, Precursor] = {
-    "forecast_oom": Precursor(("gpu_memory_pressure", "log_oom"), 1800.0),
+    "forecast_oom": Precursor(("gpu_memory_pressure", "log_oom"), 3600.0),
     "forecast_host_oom": Precursor(("host_memory_leak", "log_oom"), 1800.0),
     "forecast_disk_full": Precursor(("disk_full", "log_io_error"), 6 * 3600.0),
     "forecast_thermal": Precursor(("gpu_thermal",), 1800.0),
