@@ -39,12 +39,13 @@ def _first(alerts: list[Alert], kind: str) -> Alert:
 
 
 @pytest.mark.parametrize(
-    ("ramp_min", "seed", "error"), [(15.0, 1, 0.75), (30.0, 2, 0.35), (60.0, 3, 0.3)]
+    ("ramp_min", "seed", "error"),
+    [(15.0, 1, 0.75), (30.0, 2, 0.35), (60.0, 3, 0.3), (120.0, 4, 0.3)],  # 120: 40 min at 90 %
 )
 def test_gpu_memory_on_its_way_to_full_is_told_before_pressure_with_when(
     ramp_min: float, seed: int, error: float
 ) -> None:
-    ts = 5.0 * np.arange(int(2 * HOUR / 5))
+    ts = 5.0 * np.arange(int((1 + ramp_min / 60) * HOUR / 5))
     begin, full = 1800.0, 1800.0 + ramp_min * 60.0  # from 70 % to 100 %, linearly
     share = _started(ts, 0.7) + 0.3 * np.clip((ts - begin) / (full - begin), 0.0, 1.0)
     alert = _first(_replay(*_gpu_memory(ts, share, seed)), "forecast_oom")
