@@ -2,14 +2,15 @@
 each run, beside the baselines a user would reach for.
 
 Run: python bench/forecast.py [--runs 10] [--pushed 20] [--seed S] [--steps 1500,3000]
-                               [--task lm|teacher] [--fit]
+                               [--batch 1024] [--task lm|teacher] [--fit]
 
 Trains small PyTorch models on the CPU (``--task``, see _forecast_tasks.py: by default a
-language model on real text; AdamW, batches of 256), each with one learning-rate schedule
-(cosine, linear, WSD, inverse-sqrt, constant, in turn) and one length, a real evaluation pass
-every 10 % of the run and a checkpoint written (and synced) every 25 %. Every step's loss,
-learning rate and time are kept. Then, cutting each run at 20/30/50 % of its planned steps,
-it forecasts from the cut alone and compares with the end:
+language model on real text; AdamW, batches of 1,024: steps of about 10 ms, long enough that a
+step's time is the training's rather than the shared machine's jitter), each with one
+learning-rate schedule (cosine, linear, WSD, inverse-sqrt, constant, in turn) and one length,
+a real evaluation pass every 10 % of the run and a checkpoint written (and synced) every 25 %.
+Every step's loss, learning rate and time are kept. Then, cutting each run at 20/30/50 % of
+its planned steps, it forecasts from the cut alone and compares with the end:
 
 - final loss (mean training loss over the last 50 planned steps): the forecast with the
   schedule stated, the same lent the law of the project's finished runs (here: the other
@@ -60,7 +61,6 @@ from stepwatch.predict import (
 
 KINDS = ("cosine", "linear", "wsd", "inv_sqrt", "constant")
 CUTS = (0.2, 0.3, 0.5)
-BATCH = 256
 TaskOf = Callable[[torch.Generator], Task]
 
 
@@ -83,7 +83,9 @@ class Recorded:
         return float(self.loss[-FINAL_WINDOW:].mean())
 
 
-def train(task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path) -> Recorded:
+def train(
+    task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path, batch: int = 1024
+) -> Recorded:
     """Train one run of the task to its planned steps, pausing for evaluation and checkpoints."""
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -97,7 +99,7 @@ def train(task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path) -> Re
     for step in range(total):
         for group in opt.param_groups:
             group["lr"] = float(rates[step])
-        x, y = task.batch(BATCH, gen)
+        x, y = task.batch(batch, gen)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -238,13 +240,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--steps", default="1500,3000", help="run lengths, taken in turn")
     parser.add_argument("--pushed", type=int, default=20, help="runs whose rate climbs high")
+    parser.add_argument("--batch", type=int, default=1024, help="samples a step")
     parser.add_argument("--task", choices=sorted(TASKS), default="lm", help="what they learn")
     parser.add_argument("--fit", action="store_true", help="fit the success logistic instead")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(3), "little")
     lengths = [int(v) for v in args.steps.split(",")]
     torch.set_num_threads(1)
-    print(f"forecast bench: {args.runs} + {args.pushed} CPU trainings ({args.task}), seed {seed}")
+    print(f"forecast bench: {args.runs} + {args.pushed} CPU trainings ({args.task}, batches of "
+          f"{args.batch}), seed {seed}")  # fmt: skip
     runs = []
     with tempfile.TemporaryDirectory(prefix="stepwatch-forecast-") as tmp:
         for i in range(args.runs):
@@ -252,7 +256,7 @@ def main() -> None:
             decay = total * 8 // 10 if kind == "wsd" else None
             schedule = LrSchedule(kind, 3e-3, total, total // 20, 1e-4, decay)
             began = time.perf_counter()
-            runs.append(train(TASKS[args.task], schedule, seed + i, Path(tmp)))
+            runs.append(train(TASKS[args.task], schedule, seed + i, Path(tmp), args.batch))
             took = time.perf_counter() - began
             print(f"  run {i}: {kind:<8} {total:>5} steps, final loss "
                   f"{runs[-1].final:.4f}, {took:.1f} s")  # fmt: skip
@@ -261,7 +265,9 @@ def main() -> None:
             total = lengths[0]
             warmup, peak = int(total * draw.uniform(0.3, 0.6)), 3e-3 * 10 ** draw.uniform(0, 2.5)
             schedule = LrSchedule("cosine", peak, total, warmup, 1e-4)
-            runs.append(train(TASKS[args.task], schedule, seed + args.runs + i, Path(tmp)))
+            runs.append(
+                train(TASKS[args.task], schedule, seed + args.runs + i, Path(tmp), args.batch)
+            )
             ended = "made it" if runs[-1].made_it else f"diverged at step {len(runs[-1].loss)}"
             print(f"  pushed run {i}: peak rate {peak:.3g} after {warmup} steps, {ended}")
     if args.fit:
