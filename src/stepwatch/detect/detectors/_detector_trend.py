@@ -213,9 +213,7 @@ class TrendSlope(Detector):
             at, slope, level, peak = t, float(fitted[0][0]), float(fitted[1][0]), v
             slopes[j], levels[j] = slope, level
             if math.isfinite(off) and not side:
-                size = abs(off)
-                a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1.0)
-                dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+                dev = _tracked(dev, abs(off), _share(alpha, seen))
             seen += 1
         self.guard = np.array([dev, streak, seen, at, slope, level, peak])
         return slopes, levels
@@ -240,6 +238,17 @@ class TrendSlope(Detector):
         with np.errstate(divide="ignore", invalid="ignore"):
             hours = (self.target - level) / slope
         return np.where(hours >= 0, hours * HOUR_S, np.where(np.isnan(slope), np.nan, np.inf))
+
+
+def _share(alpha: float, seen: float) -> float:
+    """How much a new sample moves a tracked figure: ``alpha``, or a plain mean at first."""
+    return alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1.0)
+
+
+def _tracked(dev: float, size: float, share: float) -> float:
+    """The median absolute deviation tracked online: up or down by a share, never pulled far
+    by an outlier."""
+    return size if dev == 0 else (dev * (1.0 + share) if size > dev else dev / (1.0 + share))
 
 
 def _fit(sums: Floats, x: Floats) -> tuple[Floats, Floats]:
@@ -354,10 +363,9 @@ def _inliers(value: Floats, line: Floats, span: int) -> Bools:
         if size > fence and seen >= _MIN_SEEN:
             keep[i], streak = False, streak + 1
             continue
-        a = alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1)  # a plain mean at first
+        a = _share(alpha, seen)
         streak, seen = 0, seen + 1
-        # the median absolute deviation: up or down by a share, never pulled by an outlier
-        dev = size if dev == 0 else (dev * (1.0 + a) if size > dev else dev / (1.0 + a))
+        dev = _tracked(dev, size, a)
         fence = 3.0 * MAD_SCALE * dev
         level += a * (2.0 - a) * off  # Brown's double smoothing: no lag on a steady fall
         slope += a * a * off
