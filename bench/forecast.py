@@ -61,6 +61,8 @@ from stepwatch.predict import (
 
 KINDS = ("cosine", "linear", "wsd", "inv_sqrt", "constant")
 CUTS = (0.2, 0.3, 0.5)
+#: Samples a step: steps of about 10 ms, long enough to time on a shared machine.
+BATCH = 1024
 TaskOf = Callable[[torch.Generator], Task]
 
 
@@ -84,7 +86,7 @@ class Recorded:
 
 
 def train(
-    task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path, batch: int = 1024
+    task_of: TaskOf, schedule: LrSchedule, seed: int, workdir: Path, batch: int = BATCH
 ) -> Recorded:
     """Train one run of the task to its planned steps, pausing for evaluation and checkpoints."""
     gen = torch.Generator().manual_seed(seed)
@@ -240,7 +242,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--steps", default="1500,3000", help="run lengths, taken in turn")
     parser.add_argument("--pushed", type=int, default=20, help="runs whose rate climbs high")
-    parser.add_argument("--batch", type=int, default=1024, help="samples a step")
+    parser.add_argument("--batch", type=int, default=BATCH, help="samples a step")
     parser.add_argument("--task", choices=sorted(TASKS), default="lm", help="what they learn")
     parser.add_argument("--fit", action="store_true", help="fit the success logistic instead")
     args = parser.parse_args()
