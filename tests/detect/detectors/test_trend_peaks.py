@@ -102,6 +102,40 @@ def test_a_jump_starts_the_line_again_at_its_level_when_told_so() -> None:
     assert 3000.0 < first < 3000.0 + 20 * 60  # a climb is still one
 
 
+def _whole_degrees(seed: int) -> np.ndarray:
+    """A GPU's temperature as NVML reports it, in whole degrees: 70 °C and steady for its
+    first 10 minutes, then wandering as heat does (each reading keeps 0.9 of the last one's
+    wander), cooled 15 °C by an evaluation of 90 s every 10 minutes."""
+    shocks = np.random.default_rng(seed).normal(0.0, 0.6, TS.size)
+    wander = np.zeros(TS.size)
+    for i in range(1, TS.size):
+        wander[i] = 0.9 * wander[i - 1] + shocks[i]
+    temp = 70.0 + np.where(TS < 600.0, 0.0, wander) - 15.0 * ((TS % 600.0) >= 510.0)
+    return np.round(temp)
+
+
+def _thermal() -> TrendSlope:
+    """forecast_thermal's line."""
+    return TrendSlope(
+        halflife_s=450.0, target=85.0, horizon_s=1800.0, warmup_s=1200.0, peak_s=60.0,
+        pause_s=300.0, level_jumps=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_readings_in_whole_degrees_leave_the_line_a_deviation_of_their_rounding(
+    seed: int,
+) -> None:
+    # steady whole degrees first make the peaks' deviation about the line nothing; every
+    # degree after would then be far off it, each rise a jump starting the line flat again,
+    # and a climb a staircase never foretold
+    temp = _whole_degrees(seed)
+    climb = temp + np.round(30.0 * np.clip(TS - 3000.0, 0.0, None) / 3600.0)
+    told = np.flatnonzero(_thermal().update(TS, climb).anomalous)
+    assert told.size and TS[told[0]] < 3000.0 + 30 * 60  # 85 °C is 30 minutes in
+    assert not _thermal().update(TS, temp).anomalous.any()
+
+
 @pytest.mark.parametrize(
     "make",
     [

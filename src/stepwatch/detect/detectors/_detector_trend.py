@@ -110,8 +110,8 @@ class TrendSlope(Detector):
             self.stretch = np.full(5, np.nan)  # the open stretch (see peaks); the last sample's ts
             self.fit = np.full(3, np.nan)  # the line through the last peak: time, slope, level
             # deviation, peaks left out in a row, peaks seen; the last peak taken: its time, the
-            # line's slope and level there, and its value
-            self.guard = np.array([0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan])
+            # line's slope and level there, and its value; the step the readings come in
+            self.guard = np.array([0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan, np.inf])
 
     def _state_names(self) -> tuple[str, ...]:
         """A line through every sample has no peaks to keep (its state is as it always was)."""
@@ -178,7 +178,9 @@ class TrendSlope(Detector):
         over it (under it, direction down) is a glitch or a brief high (memory held for
         seconds), and peaks under it for up to ``pause_s`` are a pause (an evaluation that
         cools a GPU for two minutes). Far is 3 robust deviations of the peaks about the line
-        (their median absolute deviation, tracked as in ``Plateau``). Peaks far over it that
+        (their median absolute deviation, tracked as in ``Plateau``), a deviation never under
+        half the step the readings come in (NVML's whole degrees): steady readings would
+        otherwise make it nothing, and every degree after far off. Peaks far over it that
         last longer are taken: the climb is real. A left-out peak is judged by the line before
         it. Peaks under it that last longer (the level moved for good), and a peak that rose
         far less than the line from the last one (a climb that stopped, while the line still
@@ -187,7 +189,7 @@ class TrendSlope(Detector):
         a peak far over it that rose far more than the line from the last one (a jump). A
         loop: one peak a stretch."""
         assert self.peak_s is not None
-        dev, streak, seen, at, slope, level, peak = self.guard.tolist()
+        dev, streak, seen, at, slope, level, peak, unit = self.guard.tolist()
         sign = 1.0 if self.direction == "up" else -1.0
         limits = (1.0, math.floor(self.pause_s / self.peak_s))  # over the line, under it
         alpha = 1.0 - 0.5 ** (self.peak_s * self._rate / math.log(2.0))  # a half-life of peaks
@@ -196,6 +198,8 @@ class TrendSlope(Detector):
             climb = sign * slope * (t - at) / HOUR_S  # how far the line moves on since the last
             expected = level + sign * climb
             off = sign * (v - expected)
+            if seen >= _PEAKS_SEEN and math.isfinite(unit):  # readings in whole degrees: a
+                dev = max(dev, unit / 2)  # deviation of at least their rounding's
             fence = 3.0 * MAD_SCALE * dev if seen >= _PEAKS_SEEN else math.inf
             side = 0.0 if abs(off) <= fence else math.copysign(1.0, off)
             streak = streak + side if streak * side > 0 else side  # signed: peaks off in a row
@@ -209,13 +213,14 @@ class TrendSlope(Detector):
                 w, sx, sxx = self.sums[:3]  # starts again flat at the peak, keeping its weight
                 self.sums = np.array([w, sx, sxx, w * v, sx * v])
                 streak = 0.0
+            unit = _unit(unit, abs(v - peak))
             fitted = self._line(ts[j : j + 1], value[j : j + 1])
             at, slope, level, peak = t, float(fitted[0][0]), float(fitted[1][0]), v
             slopes[j], levels[j] = slope, level
             if math.isfinite(off) and not side:
                 dev = _tracked(dev, abs(off), _share(alpha, seen))
             seen += 1
-        self.guard = np.array([dev, streak, seen, at, slope, level, peak])
+        self.guard = np.array([dev, streak, seen, at, slope, level, peak, unit])
         return slopes, levels
 
     def _stretches(self, ts: Floats, gaps: Floats) -> Floats:
@@ -243,6 +248,19 @@ class TrendSlope(Detector):
 def _share(alpha: float, seen: float) -> float:
     """How much a new sample moves a tracked figure: ``alpha``, or a plain mean at first."""
     return alpha if seen * alpha >= 1.0 else 1.0 / (seen + 1.0)
+
+
+def _unit(unit: float, step: float) -> float:
+    """The step the readings come in (whole degrees: 1), from a change between two of them:
+    the smallest change while every change is a whole number of it; 0 once one is not (the
+    readings are not stepped); inf before any change."""
+    if not step > 0 or unit == 0:
+        return unit
+    if math.isinf(unit):
+        return step
+    small, big = min(unit, step), max(unit, step)
+    ratio = big / small
+    return small if abs(ratio - round(ratio)) <= 1e-6 * ratio else 0.0
 
 
 def _tracked(dev: float, size: float, share: float) -> float:
