@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepwatch.detect import TrendSlope
+from stepwatch.detect import TrendSlope, builtin_rules
 from stepwatch.detect.detectors._trend_peaks import Peaks, peaks
 
 NONE = np.full(4, np.nan)
@@ -115,11 +115,9 @@ def _whole_degrees(seed: int) -> np.ndarray:
 
 
 def _thermal() -> TrendSlope:
-    """forecast_thermal's line."""
-    return TrendSlope(
-        halflife_s=450.0, target=85.0, horizon_s=1800.0, warmup_s=1200.0, peak_s=60.0,
-        pause_s=300.0, level_jumps=True,
-    )  # fmt: skip
+    """The built-in forecast_thermal's line."""
+    rule = next(r for r in builtin_rules().rules if r.alert == "forecast_thermal")
+    return TrendSlope(**dict(rule.params))
 
 
 @pytest.mark.parametrize("seed", range(6))
