@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _heat import heat_wander
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,11 +107,11 @@ def _whole_degrees(seed: int) -> np.ndarray:
     """A GPU's temperature as NVML reports it, in whole degrees: 70 °C and steady for its
     first 10 minutes, then wandering as heat does (each reading keeps 0.9 of the last one's
     wander), cooled 15 °C by an evaluation of 90 s every 10 minutes."""
-    shocks = np.random.default_rng(seed).normal(0.0, 0.6, TS.size)
-    wander = np.zeros(TS.size)
-    for i in range(1, TS.size):
-        wander[i] = 0.9 * wander[i - 1] + shocks[i]
-    temp = 70.0 + np.where(TS < 600.0, 0.0, wander) - 15.0 * ((TS % 600.0) >= 510.0)
+    temp = (
+        70.0
+        + np.where(TS < 600.0, 0.0, heat_wander(TS.size, seed))
+        - 15.0 * ((TS % 600.0) >= 510.0)
+    )
     return np.round(temp)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _heat import heat_wander
 
 from stepwatch.detect import Alert
 
@@ -80,10 +81,7 @@ def _gpu_temp(ts: np.ndarray, seed: int) -> np.ndarray:
     """A GPU under load: from 35 °C at the start to 70 °C (a minute's time constant), readings
     that wander by a degree or two (AR(1)), 15 °C cooler during a 90 s evaluation every 10
     minutes and a 60 s checkpoint every 30."""
-    rng = np.random.default_rng(seed)
-    wander = np.zeros(ts.size)
-    for i in range(1, ts.size):
-        wander[i] = 0.9 * wander[i - 1] + rng.normal(0.0, 0.6)
+    wander = heat_wander(ts.size, seed)
     paused = ((ts % 600.0) >= 500.0) & ((ts % 600.0) < 590.0)
     saving = (ts % 1800.0) < 60.0
     load = 35.0 + 35.0 * (1.0 - np.exp(-ts / 60.0))
