@@ -198,9 +198,10 @@ class TrendSlope(Detector):
             climb = sign * slope * (t - at) / HOUR_S  # how far the line moves on since the last
             expected = level + sign * climb
             off = sign * (v - expected)
-            if seen >= _PEAKS_SEEN and math.isfinite(unit):  # readings in whole degrees: a
-                dev = max(dev, unit / 2)  # deviation of at least their rounding's
-            fence = 3.0 * MAD_SCALE * dev if seen >= _PEAKS_SEEN else math.inf
+            fence = math.inf
+            if seen >= _PEAKS_SEEN:  # readings in whole degrees: a deviation of at least
+                dev = max(dev, unit / 2) if math.isfinite(unit) else dev  # their rounding's
+                fence = 3.0 * MAD_SCALE * dev
             side = 0.0 if abs(off) <= fence else math.copysign(1.0, off)
             streak = streak + side if streak * side > 0 else side  # signed: peaks off in a row
             if side and abs(streak) <= limits[side < 0]:
