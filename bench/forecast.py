@@ -227,13 +227,14 @@ def fit(runs: list[Recorded]) -> None:
         risks, made = outcomes(runs, cut)
         x += [r.features() for r in risks if not r.diverged]
         y += [not m for r, m in zip(risks, made, strict=True) if not r.diverged]
-    xs, ys, coef = np.array(x), np.array(y, dtype=float), np.zeros(4)
+    xs, ys = np.array(x), np.array(y, dtype=float)
+    coef, ridge = np.zeros(xs.shape[1]), 0.1 * np.eye(xs.shape[1])
     for _ in range(50):  # Newton's method, a small ridge keeping it finite when separable
         p = 1 / (1 + np.exp(-(xs @ coef)))
-        hess = xs.T @ (xs * (p * (1 - p))[:, None]) + 0.1 * np.eye(4)
-        coef -= np.linalg.solve(hess, xs.T @ (p - ys) + 0.1 * coef)
+        hess = xs.T @ (xs * (p * (1 - p))[:, None]) + ridge
+        coef -= np.linalg.solve(hess, xs.T @ (p - ys) + ridge @ coef)
     print(f"\nfitted on {len(ys)} cuts of runs still going, {int(ys.sum())} of which failed:")
-    print("coefficients (const, rise, ahead, rise*ahead):", ", ".join(f"{c:.2f}" for c in coef))
+    print("coefficients (const, rise, ahead, trend):", ", ".join(f"{c:.2f}" for c in coef))
 
 
 def main() -> None:

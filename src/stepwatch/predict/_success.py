@@ -6,9 +6,9 @@ Two risks, taken as independent:
 
 - the curve's: a loss that already diverged (non-finite, or its recent mean ``DIVERGED``
   times its best) has failed; otherwise a logistic of how far the loss has risen from its
-  best and how much higher the rate will go (a run whose loss rises while the rate still
-  climbs blows up when it climbs further). Its coefficients come from ``python
-  bench/forecast.py --fit``, on trainings other than those the bench reports on;
+  best, which way it is heading now and how much higher the rate will go (a run whose loss
+  rises while the rate still climbs blows up when it climbs further). Its coefficients come
+  from ``python bench/forecast.py --fit``, on trainings other than those the bench reports on;
 - the hardware's: failures of the kinds that end runs (``FATAL_KINDS``) recur at the rate
   the run has seen them, each ending the run with chance ``FATAL_SHARE``, over the time left.
 """
@@ -37,23 +37,25 @@ FATAL_KINDS = frozenset(
 )
 #: The chance one such failure ends the run (the rest are absorbed by restarts and retries).
 FATAL_SHARE = 0.5
-#: Steps in each mean the curve's features compare.
+#: Steps in each mean the curve's features compare; the trend is read over twice as many.
 _WINDOW = 50
-#: Logit of failure = b0 + b_rise · rise + b_ahead · ahead + b_both · rise · ahead, fitted by
-#: ``python bench/forecast.py --runs 0 --pushed 40 --seed 1000 --fit`` (the bench reports on
-#: fresh seeds; on its other task, ``--task teacher``, the fit comes out alike: -3.99, 7.61,
-#: 1.81, 5.54).
-_COEF = (-4.09, 5.75, 1.96, 4.30)
+#: Logit of failure = b0 + b_rise · rise + b_ahead · ahead + b_trend · trend, fitted by
+#: ``python bench/forecast.py --runs 0 --pushed 100 --seed 1000 --fit`` (the bench reports on
+#: fresh seeds).
+_COEF = (-4.61, 5.45, 2.66, 6.08)
 
 
 @dataclass(frozen=True, slots=True)
 class CurveRisk:
     """What the curve says: ``rise`` (recent mean over the best mean, less 1), ``ahead`` (log
-    of the highest rate to come over the rate now, 0 when it only falls) and ``diverged``."""
+    of the highest rate to come over the rate now, 0 when it only falls), ``trend`` (the
+    loss's relative change over its latest points, by least squares: rising now or falling)
+    and ``diverged``."""
 
     rise: float
     ahead: float
     diverged: bool
+    trend: float = 0.0
 
     @classmethod
     def of(cls, loss: np.ndarray, lr_now: float | None, lr_max_ahead: float | None) -> CurveRisk:
@@ -62,17 +64,17 @@ class CurveRisk:
         loss = np.asarray(loss, np.float64)
         if len(loss) and not np.isfinite(loss[-_WINDOW:]).all():
             return cls(np.inf, 0.0, True)
-        means = _window_means(loss[np.isfinite(loss)])
+        finite = loss[np.isfinite(loss)]
+        means = _window_means(finite)
         rise = float(means[-1] / means.min() - 1) if len(means) and means.min() > 0 else 0.0
         ahead = 0.0
         if lr_now and lr_max_ahead and lr_now > 0 and lr_max_ahead > lr_now:
             ahead = float(np.log(lr_max_ahead / lr_now))
-        return cls(max(rise, 0.0), ahead, rise >= DIVERGED - 1)
+        return cls(max(rise, 0.0), ahead, rise >= DIVERGED - 1, _trend(finite[-2 * _WINDOW :]))
 
     def features(self) -> np.ndarray:
         """The logistic's inputs, a constant first."""
-        rise = min(self.rise, 1.0)
-        return np.array([1.0, rise, self.ahead, rise * self.ahead])
+        return np.array([1.0, min(self.rise, 1.0), self.ahead, self.trend])
 
     def failure(self, coef: Sequence[float] = _COEF) -> float:
         """The chance the curve fails before the end."""
@@ -91,6 +93,17 @@ def success_probability(
         rate = fatal * FATAL_SHARE / elapsed_s
         curve *= float(np.exp(-rate * remaining_s))
     return curve
+
+
+def _trend(loss: np.ndarray) -> float:
+    """The least-squares line's change over these points, relative to their mean, within
+    ±1 (0 for fewer than 3 points or a mean of 0)."""
+    mean = float(loss.mean()) if len(loss) >= 3 else 0.0
+    if mean == 0.0:
+        return 0.0
+    x = np.arange(len(loss), dtype=np.float64)
+    slope = float(np.polyfit(x, loss, 1)[0])
+    return float(np.clip(slope * len(loss) / abs(mean), -1.0, 1.0))
 
 
 def _window_means(loss: np.ndarray) -> np.ndarray:
