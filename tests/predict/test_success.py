@@ -57,7 +57,7 @@ def test_a_rising_loss_is_at_risk_and_more_so_when_the_rate_will_climb() -> None
 def test_a_loss_still_rising_is_at_more_risk_than_one_that_rose_as_far_and_stopped() -> None:
     climbed = 2.15 + np.linspace(0, 0.35, 100)
     stopped = np.concatenate([_falling(400), climbed, np.full(100, climbed[-1])])
-    rising = np.concatenate([_falling(500), 2.15 + np.linspace(0, 0.35, 100)])
+    rising = np.concatenate([_falling(500), climbed])
     held, going = CurveRisk.of(stopped, 3e-3, 3e-3), CurveRisk.of(rising, 3e-3, 3e-3)
     assert going.rise < held.rise and abs(held.trend) < 0.01 < going.trend
     assert CurveRisk.of(_falling(), 3e-3, 3e-3).trend < 0
